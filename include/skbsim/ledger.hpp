@@ -1,0 +1,140 @@
+#pragma once
+// ledger.hpp — the one cost-recording mechanism.
+//
+// Model code records *what a kernel function did itself* as a Work (its symbol, bytes copied,
+// bytes run through a software checksum, bytes copied-and-summed in one fused pass, page
+// references taken or dropped, bytes allocated or freed). A Ledger, owned by one execution context
+// (a process, a softirq, an interrupt), accumulates Works per symbol; nothing else in skbsim
+// counts. Where a CostModel is attached the ledger also prices each Work and keeps the priced
+// total pending until the engine turns it into CPU busy time (take_pending_ps()).
+//
+// A fused copy-and-checksum (csum_partial_copy_generic) is recorded in `fused` only; reports add
+// it to both "bytes copied" and "bytes checksummed". One Work per kernel function call: skb_cow
+// that calls pskb_expand_head records a kSkbCow Work with no bytes and pskb_expand_head records
+// the copy, as a profiler's self time would show them.
+
+#include <array>
+#include <cstdint>
+
+#include "skbsim/symbols.hpp"
+
+namespace skbsim {
+
+struct Work {
+  Sym sym = Sym::kCount;
+  std::uint32_t copied = 0;       // bytes memcpy'd / copied from or to user space
+  std::uint32_t summed = 0;       // bytes run through a software 1's-complement sum
+  std::uint32_t fused = 0;        // bytes copied and summed in one pass
+  std::uint32_t page_refs = 0;    // get_page / put_page operations done inline
+  std::uint32_t alloc_bytes = 0;  // size of the object allocated (slab object size); >0 = 1 alloc
+  std::uint32_t free_bytes = 0;   // size of the object freed; >0 = 1 free
+};
+
+// What a symbol has accumulated. Plain sums; `cost_ps` only when a CostModel is attached.
+struct LedgerCell {
+  std::uint64_t calls = 0;
+  std::uint64_t copied = 0;
+  std::uint64_t summed = 0;
+  std::uint64_t fused = 0;
+  std::uint64_t page_refs = 0;
+  std::uint64_t allocs = 0;
+  std::uint64_t alloc_bytes = 0;
+  std::uint64_t frees = 0;
+  std::uint64_t free_bytes = 0;
+  std::int64_t cost_ps = 0;
+
+  void add(const LedgerCell& o) noexcept;
+  // bytes_copied / bytes_checksummed as the reports define them (fused counts in both).
+  std::uint64_t bytes_copied() const noexcept { return copied + fused; }
+  std::uint64_t bytes_checksummed() const noexcept { return summed + fused; }
+  // The bytes that symbol handled: copied + summed + fused (what `<symbol>_bytes` reports).
+  std::uint64_t bytes() const noexcept { return copied + summed + fused; }
+};
+
+// Prices a Work in integer picoseconds, so equal inputs give bit-identical totals. Filled from a
+// preset (scenarios/models/*.json) by sim/; the model never holds a number of its own.
+struct CostModel {
+  // Fixed cost of one call, per symbol, in picoseconds (from cycles at the preset's clock).
+  std::array<std::int64_t, kSymCount> call_ps{};
+  // Per-byte costs in femtoseconds per byte (1e-3 ps), a property of the CPU's memory system.
+  std::int64_t copy_fs_per_byte = 0;
+  std::int64_t csum_fs_per_byte = 0;
+  std::int64_t fused_fs_per_byte = 0;
+  // One inline page reference (atomic increment or decrement).
+  std::int64_t page_ref_ps = 0;
+
+  std::int64_t price(const Work& w) const noexcept {
+    const std::int64_t bytes_fs = static_cast<std::int64_t>(w.copied) * copy_fs_per_byte +
+                                  static_cast<std::int64_t>(w.summed) * csum_fs_per_byte +
+                                  static_cast<std::int64_t>(w.fused) * fused_fs_per_byte;
+    return call_ps[index(w.sym)] + static_cast<std::int64_t>(w.page_refs) * page_ref_ps +
+           bytes_fs / 1000;
+  }
+};
+
+// Receives every Work recorded for a traced skb (see Skb::traced()).
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  virtual void on_work(const Work& w, std::int64_t cost_ps, std::uint64_t skb_id) = 0;
+};
+
+class Ledger {
+ public:
+  Ledger() = default;
+  explicit Ledger(const CostModel* model) noexcept : model_(model) {}
+
+  void set_cost_model(const CostModel* model) noexcept { model_ = model; }
+  void set_trace_sink(TraceSink* sink) noexcept { trace_ = sink; }
+
+  // Records one call. Hot path: a dense array update and, with a model, one price().
+  void record(const Work& w) noexcept {
+    LedgerCell& c = cells_[index(w.sym)];
+    ++c.calls;
+    c.copied += w.copied;
+    c.summed += w.summed;
+    c.fused += w.fused;
+    c.page_refs += w.page_refs;
+    c.allocs += w.alloc_bytes > 0 ? 1U : 0U;
+    c.alloc_bytes += w.alloc_bytes;
+    c.frees += w.free_bytes > 0 ? 1U : 0U;
+    c.free_bytes += w.free_bytes;
+    if (model_ != nullptr) {
+      const std::int64_t ps = model_->price(w);
+      c.cost_ps += ps;
+      pending_ps_ += ps;
+      last_ps_ = ps;
+    }
+  }
+  // The same, and forwards it to the trace sink when the skb it acted on is traced.
+  void record(const Work& w, bool traced, std::uint64_t skb_id) noexcept {
+    record(w);
+    if (traced && trace_ != nullptr) {
+      trace_->on_work(w, model_ != nullptr ? last_ps_ : 0, skb_id);
+    }
+  }
+
+  const LedgerCell& cell(Sym s) const noexcept { return cells_[index(s)]; }
+  const std::array<LedgerCell, kSymCount>& cells() const noexcept { return cells_; }
+  LedgerCell total() const noexcept;
+
+  // Priced time recorded since the last call: the engine turns it into CPU busy time.
+  std::int64_t take_pending_ps() noexcept {
+    const std::int64_t p = pending_ps_;
+    pending_ps_ = 0;
+    return p;
+  }
+  std::int64_t pending_ps() const noexcept { return pending_ps_; }
+
+  void add(const Ledger& other) noexcept;
+  void clear() noexcept;
+
+ private:
+  std::array<LedgerCell, kSymCount> cells_{};
+  const CostModel* model_ = nullptr;
+  TraceSink* trace_ = nullptr;
+  std::int64_t pending_ps_ = 0;
+  std::int64_t last_ps_ = 0;
+};
+
+}  // namespace skbsim
