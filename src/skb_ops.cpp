@@ -710,6 +710,19 @@ void add_rx_frag(OpCtx& ctx, Skb& skb, std::uint32_t i, Page& page, std::uint32_
   record(ctx, skb, {.sym = Sym::kSkbAddRxFrag});
 }
 
+void frag_grow(OpCtx& /*ctx*/, Skb& skb, std::uint32_t size, std::uint32_t truesize) {
+  require_live(skb, Sym::kSkbAddRxFrag);
+  SharedInfo& si = E::buf(skb)->shinfo;
+  if (si.nr_frags == 0 || skb.cloned()) {
+    raise_bug(si.nr_frags == 0 ? "no frag to grow" : "write to shared data", Sym::kSkbAddRxFrag,
+              skb.id());
+  }
+  si.frags[si.nr_frags - 1].size += size;
+  E::len(skb) += size;
+  E::data_len(skb) += size;
+  E::truesize(skb) += truesize;
+}
+
 // ---- ownership and freeing --------------------------------------------------------------------
 
 void set_owner_w(OpCtx& ctx, Skb& skb, Sock& sk) {

@@ -132,6 +132,11 @@ void fill_page_desc(OpCtx& ctx, Skb& skb, std::uint32_t i, Page& page, std::uint
 void add_rx_frag(OpCtx& ctx, Skb& skb, std::uint32_t i, Page& page, std::uint32_t off,
                  std::uint32_t size, std::uint32_t truesize);
 
+// The in-place growth of the last frag that tcp_sendmsg open-codes when it appends to the same
+// page (skb_can_coalesce): frags[nr_frags - 1].size, len, data_len += size; truesize += truesize.
+// An inline field update in the kernel: records nothing. Requires a private shared info.
+void frag_grow(OpCtx& ctx, Skb& skb, std::uint32_t size, std::uint32_t truesize);
+
 // ---- ownership and freeing --------------------------------------------------------------------
 
 // skb_set_owner_w(): sk_wmem_alloc += truesize, destructor sock_wfree. 6.x orphans first; 2.6.20

@@ -1,0 +1,81 @@
+#include "sim/engine.hpp"
+
+#include <utility>
+
+namespace skbsim::sim {
+
+void Engine::at(Time t, std::function<void()> fn) {
+  queue_.push(Event{t < now_ ? now_ : t, seq_++, std::move(fn)});
+}
+
+void Engine::after_task(std::function<void()> fn) {
+  if (current_ == nullptr) {
+    at(now_, std::move(fn));
+    return;
+  }
+  continuations_.push_back(std::move(fn));
+}
+
+void Engine::run_until(Time until) {
+  while (!queue_.empty() && queue_.top().time <= until) {
+    // priority_queue::top() is const; the event is moved out before pop (its fn is not used by
+    // the ordering).
+    Event ev = std::move(const_cast<Event&>(queue_.top()));  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    queue_.pop();
+    now_ = ev.time;
+    ++events_run_;
+    ev.fn();
+  }
+  if (now_ < until && queue_.empty()) {
+    now_ = until;
+  } else if (now_ < until) {
+    now_ = until;
+  }
+}
+
+void Cpu::submit(Task t) {
+  queues_[static_cast<std::size_t>(t.ctx->level())].push_back(std::move(t));
+  if (!running_ && !kick_pending_) {
+    // Start it from the event loop, never nested inside another CPU's running task.
+    kick_pending_ = true;
+    engine_->at(engine_->now(), [this] {
+      kick_pending_ = false;
+      if (!running_) {
+        dispatch();
+      }
+    });
+  }
+}
+
+void Cpu::dispatch() {
+  for (auto& q : queues_) {
+    if (q.empty()) {
+      continue;
+    }
+    Task t = std::move(q.front());
+    q.pop_front();
+    running_ = true;
+    Engine& e = *engine_;
+    e.current_ = t.ctx;
+    t.run();
+    e.current_ = nullptr;
+    const Time cost = t.ctx->ledger().take_pending_ps();
+    busy_ps_ += cost;
+    auto conts = std::exchange(e.continuations_, {});
+    e.at(e.now_ + cost, [this, conts = std::move(conts)]() mutable {
+      for (auto& c : conts) {
+        c();
+      }
+      finished();
+    });
+    return;
+  }
+  running_ = false;
+}
+
+void Cpu::finished() {
+  running_ = false;
+  dispatch();
+}
+
+}  // namespace skbsim::sim

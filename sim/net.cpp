@@ -1,0 +1,229 @@
+// net.cpp — Net: building hosts, namespaces, devices and contexts; tracing; drops and hazards.
+// The packet paths are in stack.cpp and tcp.cpp.
+
+#include "sim/net.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace skbsim::sim {
+
+PacketMeta& meta(Skb& skb) noexcept {
+  static_assert(alignof(PacketMeta) <= alignof(std::uint64_t));
+  return *reinterpret_cast<PacketMeta*>(skb.cb.data());  // NOLINT: skb->cb is scratch space
+}
+const PacketMeta& meta(const Skb& skb) noexcept {
+  return *reinterpret_cast<const PacketMeta*>(skb.cb.data());  // NOLINT
+}
+
+std::string_view dev_kind_name(DevKind k) noexcept {
+  switch (k) {
+    case DevKind::kNic:
+      return "nic";
+    case DevKind::kEtun:
+      return "etun";
+    case DevKind::kVeth:
+      return "veth";
+    case DevKind::kVenet:
+      return "venet";
+    case DevKind::kLoopback:
+      return "loopback";
+    case DevKind::kBridge:
+      return "bridge";
+  }
+  return "nic";
+}
+
+std::string_view drop_reason_name(DropReason r) noexcept {
+  switch (r) {
+    case DropReason::kBacklogFull:
+      return "backlog_full";
+    case DropReason::kQdiscFull:
+      return "qdisc_full";
+    case DropReason::kNoRoute:
+      return "no_route";
+    case DropReason::kTtlExceeded:
+      return "ttl_exceeded";
+    case DropReason::kRoutingLoop:
+      return "routing_loop";
+    case DropReason::kForwardingOff:
+      return "forwarding_off";
+    case DropReason::kSkOwned:
+      return "sk_owned";
+    case DropReason::kNoSocket:
+      return "no_socket";
+    case DropReason::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+const Route* Namespace::lookup(std::uint32_t daddr) const noexcept {
+  const Route* best = nullptr;
+  for (const Route& r : routes) {
+    const std::uint32_t mask = r.prefix_len == 0 ? 0 : ~0U << (32 - r.prefix_len);
+    if ((daddr & mask) == (r.prefix & mask) && (best == nullptr || r.prefix_len > best->prefix_len)) {
+      best = &r;
+    }
+  }
+  return best;
+}
+
+bool Namespace::is_local(std::uint32_t addr) const noexcept {
+  return std::find(addresses.begin(), addresses.end(), addr) != addresses.end();
+}
+
+namespace {
+
+// Forwards a traced skb's ledger records, stamped with time, host and context.
+class CtxTraceSink final : public TraceSink {
+ public:
+  CtxTraceSink(Net& net, const ExecCtx& ctx, std::string host)
+      : net_(&net), ctx_(&ctx), host_(std::move(host)) {}
+  void on_work(const Work& w, std::int64_t cost_ps, std::uint64_t skb_id) override {
+    net_->record_trace({.time = net_->engine().now(),
+                        .host = host_,
+                        .ctx = ctx_->name(),
+                        .what = std::string(symbol_name(w.sym)),
+                        .skb_id = skb_id,
+                        .bytes = w.copied + w.summed + w.fused,
+                        .cost_ps = cost_ps});
+  }
+
+ private:
+  Net* net_;
+  const ExecCtx* ctx_;
+  std::string host_;
+};
+
+}  // namespace
+
+Net::Net(KernelVersion version, const CostModel& model)
+    : kernel_(&KernelModel::get(version)), model_(model) {}
+
+Net::~Net() {
+  // Free what the run still holds so the pool's leak accounting is about the model, not teardown.
+  for (auto& d : devices_) {
+    d->qdisc.clear();
+  }
+  for (auto& h : hosts_) {
+    for (auto& sn : h->softnet) {
+      sn.backlog.clear();
+    }
+  }
+}
+
+Host& Net::add_host(const std::string& name, std::uint32_t cpus, std::uint32_t cpus_counted) {
+  auto h = std::make_unique<Host>();
+  h->name = name;
+  h->cpus_counted = cpus_counted;
+  for (std::uint32_t i = 0; i < cpus; ++i) {
+    h->cpus.push_back(std::make_unique<Cpu>(engine_, i));
+  }
+  h->softnet.resize(cpus);
+  for (std::uint32_t i = 0; i < cpus; ++i) {
+    h->softnet[i].ctx = std::make_unique<ExecCtx>("softirq/" + std::to_string(i), *h->cpus[i],
+                                                  Level::kSoftIrq, &model_);
+    attach_sink(*h->softnet[i].ctx, *h);
+  }
+  hosts_.push_back(std::move(h));
+  return *hosts_.back();
+}
+
+Namespace& Net::add_namespace(Host& host, const std::string& name) {
+  auto ns = std::make_unique<Namespace>();
+  ns->name = name;
+  ns->host = &host;
+  host.namespaces.push_back(std::move(ns));
+  return *host.namespaces.back();
+}
+
+void Net::attach(Namespace& ns, std::unique_ptr<Device> dev) {
+  dev->ns = &ns;
+  dev->index = static_cast<std::uint32_t>(devices_.size());
+  ns.devices.push_back(dev.get());
+  devices_.push_back(std::move(dev));
+}
+
+ExecCtx& Net::add_context(Host& host, const std::string& name, std::uint32_t cpu, Level level) {
+  host.other_ctxs.push_back(
+      std::make_unique<ExecCtx>(name, *host.cpus.at(cpu), level, &model_));
+  attach_sink(*host.other_ctxs.back(), host);
+  return *host.other_ctxs.back();
+}
+
+void Net::attach_sink(ExecCtx& ctx, Host& host) {
+  ctx.set_owner(&host);
+  sinks_.push_back(std::make_unique<CtxTraceSink>(*this, ctx, host.name));
+  ctx.ledger().set_trace_sink(sinks_.back().get());
+}
+
+std::vector<Host*> Net::hosts() const {
+  std::vector<Host*> out;
+  for (const auto& h : hosts_) {
+    out.push_back(h.get());
+  }
+  return out;
+}
+
+Host* Net::host(const std::string& name) const {
+  for (const auto& h : hosts_) {
+    if (h->name == name) {
+      return h.get();
+    }
+  }
+  return nullptr;
+}
+
+Host& Net::host_of(const ExecCtx& ctx) const { return *static_cast<Host*>(ctx.owner()); }
+
+Softnet& Net::softnet(ExecCtx& ctx) { return host_of(ctx).softnet.at(ctx.cpu().index()); }
+
+void Net::charge(ExecCtx& ctx, const Skb* skb, const Work& w) {
+  if (skb != nullptr) {
+    ctx.ledger().record(w, skb->traced(), skb->id());
+  } else {
+    ctx.ledger().record(w);
+  }
+}
+
+void Net::hop(ExecCtx& ctx, const Skb& skb, const std::string& what) {
+  if (skb.traced()) {
+    record_trace({.time = engine_.now(),
+                  .host = host_of(ctx).name,
+                  .ctx = ctx.name(),
+                  .what = "hop: " + what,
+                  .skb_id = skb.id(),
+                  .bytes = skb.len(),
+                  .cost_ps = 0});
+  }
+}
+
+void Net::drop(ExecCtx& ctx, Skb& skb, DropReason why) {
+  ++drops_[static_cast<std::size_t>(why)];
+  const PacketMeta& m = meta(skb);
+  dropped_payload_ += m.end_seq - m.seq;
+  hop(ctx, skb, "drop: " + std::string(drop_reason_name(why)));
+  OpCtx o = op(ctx);
+  ops::kfree_skb(o, skb);
+}
+
+void Net::free_skb(ExecCtx& ctx, Skb& skb) {
+  OpCtx o = op(ctx);
+  if (kernel_->has_consume_skb) {
+    ops::consume_skb(o, skb);
+  } else {
+    ops::kfree_skb(o, skb);
+  }
+}
+
+void Net::hazard(const std::string& kind, const std::string& message, const std::string& where) {
+  for (const Hazard& h : hazards_) {
+    if (h.kind == kind && h.where == where) {
+      return;  // reported once per place
+    }
+  }
+  hazards_.push_back({kind, message, where});
+}
+
+}  // namespace skbsim::sim

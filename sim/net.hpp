@@ -1,0 +1,261 @@
+#pragma once
+// net.hpp — the simulated network: hosts with CPUs, namespaces with devices, routes and
+// ip_forward, and the kernel paths packets take between them, for one kernel version.
+//
+// Net owns everything of one run (engine, skb pool, hosts, devices, sockets) and implements the
+// stack paths (stack.cpp: IP output and input, dev_queue_xmit with its software fix-ups, the qdisc,
+// netif_rx and the NET_RX softirq, ip_forward; tcp.cpp: the TCP sender and receiver). Devices
+// (dev_*.cpp) implement only their transmit behaviour. Every kernel step is charged through
+// skbsim::ops or Net::charge() into the ledger of the context it runs in; no other counter exists.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/features.hpp"
+#include "skbsim/skb_ops.hpp"
+#include "skbsim/skb_pool.hpp"
+#include "skbsim/skb_queue.hpp"
+
+namespace skbsim::sim {
+
+class Net;
+class Device;
+struct Namespace;
+struct Host;
+struct TcpSock;
+
+// What a packet carries besides sizes: lives in skb->cb (48 bytes, like the kernel's).
+struct PacketMeta {
+  std::uint32_t saddr = 0;
+  std::uint32_t daddr = 0;
+  std::uint32_t seq = 0;      // first payload byte
+  std::uint32_t end_seq = 0;  // one past the last payload byte
+  std::uint32_t ack = 0;
+  std::uint32_t wnd = 0;        // advertised receive window (ACKs)
+  std::uint32_t trace_seg = 0;  // data segment number, for --trace
+  std::uint16_t sport = 0;
+  std::uint16_t dport = 0;
+  std::uint8_t proto = 0;  // 6 TCP, 17 UDP
+  std::uint8_t ttl = 64;
+  std::uint8_t flags = 0;  // kFlagAck | kFlagData
+  std::uint8_t hops = 0;   // ip_forward hops, for loop detection
+  Device* in_dev = nullptr;  // the device the skb last arrived on
+};
+static_assert(sizeof(PacketMeta) <= sizeof(Skb::cb));
+inline constexpr std::uint8_t kFlagAck = 1;
+inline constexpr std::uint8_t kFlagData = 2;
+
+PacketMeta& meta(Skb& skb) noexcept;
+const PacketMeta& meta(const Skb& skb) noexcept;
+
+enum class DevKind : std::uint8_t { kNic, kEtun, kVeth, kVenet, kLoopback, kBridge };
+std::string_view dev_kind_name(DevKind k) noexcept;
+
+enum class DropReason : std::uint8_t {
+  kBacklogFull,    // netif_rx: input_pkt_queue above netdev_max_backlog
+  kQdiscFull,      // txqueuelen exceeded
+  kNoRoute,        // no route in the namespace
+  kTtlExceeded,    // ip_forward: TTL <= 1
+  kRoutingLoop,    // a loop with no TTL decrement (the skip-cow patch): reported as a hazard
+  kForwardingOff,  // a packet to forward in a namespace with ip_forward = 0
+  kSkOwned,        // 6.x ip_forward drops skbs that still have skb->sk
+  kNoSocket,       // local delivery with no listener
+  kCount
+};
+std::string_view drop_reason_name(DropReason r) noexcept;
+
+struct Hazard {
+  std::string kind;
+  std::string message;
+  std::string where;
+};
+
+struct Route {
+  std::uint32_t prefix = 0;
+  std::uint8_t prefix_len = 0;
+  Device* dev = nullptr;
+};
+
+struct Namespace {
+  std::string name;
+  Host* host = nullptr;
+  bool ip_forward = false;
+  std::vector<Device*> devices;
+  std::vector<Route> routes;
+  std::vector<std::uint32_t> addresses;
+  std::vector<TcpSock*> sockets;
+
+  const Route* lookup(std::uint32_t daddr) const noexcept;  // longest prefix
+  bool is_local(std::uint32_t addr) const noexcept;
+};
+
+// Per-CPU state of the NET_RX softirq: the backlog and whether the softirq is raised.
+struct Softnet {
+  SkbQueue backlog;  // input_pkt_queue
+  bool raised = false;
+  std::unique_ptr<ExecCtx> ctx;  // "softirq/N"
+};
+
+struct Host {
+  std::string name;
+  std::uint32_t cpus_counted = 1;  // CPUs netperf counts (hyper-threads included)
+  std::vector<std::unique_ptr<Cpu>> cpus;
+  std::vector<Softnet> softnet;
+  std::vector<std::unique_ptr<ExecCtx>> other_ctxs;  // processes, interrupts
+  std::vector<std::unique_ptr<Namespace>> namespaces;
+  Sock* placeholder = nullptr;
+};
+
+// A device: features, MTU, its qdisc, and a transmit behaviour that follows its driver.
+class Device {
+ public:
+  Device(std::string name, DevKind kind) : name_(std::move(name)), kind_(kind) {}
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  DevKind kind() const noexcept { return kind_; }
+
+  // hard_start_xmit: takes the skb (the device now owns it). Returns false when the device is
+  // busy (ring full) and the skb must stay on the qdisc.
+  virtual bool xmit(Net& net, ExecCtx& ctx, Skb& skb) = 0;
+  // The kernel symbol of the driver's transmit function (for the profile).
+  virtual Sym xmit_symbol() const noexcept = 0;
+
+  Features features = 0;
+  std::uint32_t mtu = 1500;
+  std::uint32_t hard_header_len = 14;  // 0 for venet (point-to-point, no Ethernet header)
+  std::uint32_t tx_queue_len = 1000;   // 0 = noqueue (dev_hard_start_xmit directly)
+  Namespace* ns = nullptr;
+  Device* peer = nullptr;  // the other end of a pair device
+  Device* master = nullptr;  // the bridge this device is a port of
+  SkbQueue qdisc;          // pfifo_fast, one band
+  bool queue_stopped = false;
+  std::uint32_t index = 0;
+
+ private:
+  std::string name_;
+  DevKind kind_;
+};
+
+// The patches and hazards switches a scenario turns on.
+struct Patches {
+  // The OpenVZ ip_forward change: skip skb_cow and the TTL decrement for packets that entered
+  // from a device of one of these kinds.
+  std::vector<DevKind> skip_cow_from;
+  bool netfilter = false;  // charge the NF_IP_FORWARD / LOCAL_IN / LOCAL_OUT hooks
+};
+
+// Per-skb trace record (--trace): what one data segment went through, hop by hop.
+struct TraceEntry {
+  Time time = 0;
+  std::string host;
+  std::string ctx;
+  std::string what;  // a kernel symbol, or "hop: <device>"
+  std::uint64_t skb_id = 0;
+  std::uint32_t bytes = 0;
+  std::int64_t cost_ps = 0;
+};
+
+class Net {
+ public:
+  Net(KernelVersion version, const CostModel& model);
+  ~Net();
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+
+  const KernelModel& kernel() const noexcept { return *kernel_; }
+  bool v2620() const noexcept { return kernel_->version == KernelVersion::k2_6_20; }
+  Engine& engine() noexcept { return engine_; }
+  SkbPool& pool() noexcept { return pool_; }
+  const CostModel& cost_model() const noexcept { return model_; }
+  Patches& patches() noexcept { return patches_; }
+
+  // ---- building -------------------------------------------------------------------------------
+  Host& add_host(const std::string& name, std::uint32_t cpus, std::uint32_t cpus_counted);
+  Namespace& add_namespace(Host& host, const std::string& name);
+  template <typename D, typename... Args>
+  D& add_device(Namespace& ns, Args&&... args) {
+    auto d = std::make_unique<D>(std::forward<Args>(args)...);
+    D& ref = *d;
+    attach(ns, std::move(d));
+    return ref;
+  }
+  ExecCtx& add_context(Host& host, const std::string& name, std::uint32_t cpu, Level level);
+  std::vector<Host*> hosts() const;
+  Host* host(const std::string& name) const;
+  const std::vector<std::unique_ptr<Device>>& devices() const noexcept { return devices_; }
+
+  // ---- kernel paths (stack.cpp) ---------------------------------------------------------------
+  OpCtx op(ExecCtx& ctx) noexcept { return OpCtx(*kernel_, pool_, ctx.ledger()); }
+  void charge(ExecCtx& ctx, const Skb* skb, const Work& w);
+  void charge(ExecCtx& ctx, Sym s) { charge(ctx, nullptr, Work{.sym = s}); }
+  void hop(ExecCtx& ctx, const Skb& skb, const std::string& what);
+
+  // ip_queue_xmit + ip_output + ip_finish_output2 for a locally generated skb.
+  void ip_queue_xmit(ExecCtx& ctx, Namespace& ns, Skb& skb);
+  // ip_finish_output2: neighbour output (hard header) then dev_queue_xmit.
+  void ip_finish_output2(ExecCtx& ctx, Device& dev, Skb& skb);
+  void dev_queue_xmit(ExecCtx& ctx, Device& dev, Skb& skb);
+  // Restarts a stopped queue (the NIC's TX completion): qdisc_run in NET_TX softirq.
+  void qdisc_run(ExecCtx& ctx, Device& dev);
+  // netif_rx(): onto the backlog of ctx's CPU, raising NET_RX there.
+  void netif_rx(ExecCtx& ctx, Device& dev, Skb& skb);
+  // netif_receive_skb(): from a NAPI poll or the backlog.
+  void netif_receive_skb(ExecCtx& ctx, Device& dev, Skb& skb);
+  void ip_rcv(ExecCtx& ctx, Device& dev, Skb& skb);
+  void ip_forward(ExecCtx& ctx, Namespace& ns, Device& in, Skb& skb);
+  void drop(ExecCtx& ctx, Skb& skb, DropReason why);
+  void free_skb(ExecCtx& ctx, Skb& skb);  // kfree_skb (2.6.20) / consume_skb (6.x): a normal free
+  void hazard(const std::string& kind, const std::string& message, const std::string& where);
+  Softnet& softnet(ExecCtx& ctx);
+  Host& host_of(const ExecCtx& ctx) const;
+
+  // ---- results --------------------------------------------------------------------------------
+  const std::vector<Hazard>& hazards() const noexcept { return hazards_; }
+  const std::array<std::uint64_t, static_cast<std::size_t>(DropReason::kCount)>& drops()
+      const noexcept {
+    return drops_;
+  }
+  std::uint64_t dropped_payload_bytes() const noexcept { return dropped_payload_; }
+  // Tracing: data segment number `seg` is traced from its creation on.
+  void trace_segment(std::uint32_t seg) noexcept { trace_seg_ = seg; }
+  std::uint32_t traced_segment() const noexcept { return trace_seg_; }
+  const std::vector<TraceEntry>& trace() const noexcept { return trace_; }
+  void record_trace(TraceEntry e) { trace_.push_back(std::move(e)); }
+  std::uint64_t hops() const noexcept { return hops_; }
+  void count_hop() noexcept { ++hops_; }
+
+ private:
+  void attach(Namespace& ns, std::unique_ptr<Device> dev);
+  void attach_sink(ExecCtx& ctx, Host& host);
+  void raise_net_rx(Host& host, Cpu& cpu, Softnet& sn);
+  void net_rx_action(Host& host, Softnet& sn);
+  void local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb);
+  bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);
+
+  const KernelModel* kernel_;
+  CostModel model_;
+  Engine engine_;
+  SkbPool pool_;
+  Patches patches_;
+  std::vector<std::unique_ptr<Host>> hosts_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<Hazard> hazards_;
+  std::array<std::uint64_t, static_cast<std::size_t>(DropReason::kCount)> drops_{};
+  std::uint64_t dropped_payload_ = 0;
+  std::uint32_t trace_seg_ = 0;  // 0 = none
+  std::vector<TraceEntry> trace_;
+  std::uint64_t hops_ = 0;
+  std::vector<std::unique_ptr<TraceSink>> sinks_;
+};
+
+}  // namespace skbsim::sim

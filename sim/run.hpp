@@ -1,0 +1,117 @@
+#pragma once
+// run.hpp — one simulation run: a plain ScenarioSpec in (built by the C++ API or read from a
+// scenario file), a RunResult out. Deterministic: the same spec gives bit-identical results.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/net.hpp"
+#include "skbsim/ledger.hpp"
+
+namespace skbsim::sim {
+
+struct HostSpec {
+  std::string name;
+  std::uint32_t cpus = 2;
+  std::uint32_t cpus_counted = 2;  // what netperf divides by (hyper-threads included)
+};
+
+struct RouteSpec {
+  std::uint32_t prefix = 0;
+  std::uint8_t prefix_len = 0;
+  std::string dev;
+};
+
+struct NamespaceSpec {
+  std::string name;
+  std::string host;
+  bool ip_forward = false;
+  std::vector<std::uint32_t> addresses;
+  std::vector<RouteSpec> routes;
+};
+
+struct DeviceSpec {
+  std::string name;
+  DevKind kind = DevKind::kNic;
+  std::string ns;
+  std::optional<Features> features;  // default: the kind's, for the kernel version
+  std::uint32_t mtu = 1500;
+  std::optional<std::uint32_t> tx_queue_len;
+  std::string peer;  // pair devices and linked NICs: the other end's name
+  // NIC
+  double rate_mbps = 1000;
+  double delay_us = 5;
+  double irq_delay_us = 20;
+  std::uint32_t irq_cpu = 0;
+  bool modern = false;
+};
+
+enum class TrafficType : std::uint8_t { kTcpStream };
+
+struct FlowSpec {
+  TrafficType type = TrafficType::kTcpStream;
+  std::string from_ns;
+  std::uint32_t from_addr = 0;
+  std::string to_ns;
+  std::uint32_t to_addr = 0;
+  std::uint32_t send_size = 16384;  // -m
+  std::uint32_t sndbuf = 131072;    // -s
+  std::uint32_t rcvbuf = 131072;    // -S
+  std::uint32_t mss = 1448;
+  std::uint32_t sender_cpu = 0;
+  std::uint32_t receiver_cpu = 0;
+};
+
+struct ScenarioSpec {
+  KernelVersion kernel = KernelVersion::k2_6_20;
+  CostModel cost;
+  std::vector<HostSpec> hosts;
+  std::vector<NamespaceSpec> namespaces;
+  std::vector<DeviceSpec> devices;
+  std::vector<FlowSpec> flows;
+  Patches patches;
+  double duration_s = 0.2;  // measured time, netperf -l
+  double warmup_s = 0.05;   // discarded first
+  std::uint32_t trace_segment = 0;  // 0 = no trace
+};
+
+struct HostResult {
+  std::string name;
+  std::uint32_t cpus_counted = 0;
+  double cpu_util_pct = 0;           // busy / (CPUs counted x elapsed)
+  double service_demand_us_per_kb = 0;  // busy us per KB (1024 B) of goodput
+  Time busy_ps = 0;
+  std::array<LedgerCell, kSymCount> cells{};  // measured window, all contexts of the host
+  LedgerCell total;
+};
+
+struct RunResult {
+  double elapsed_s = 0;
+  double throughput_mbps = 0;  // goodput of all data flows, 10^6 bit/s
+  std::uint64_t bytes_received = 0;
+  std::uint64_t segments = 0;  // data segments on the wire (MSS units) in the window
+  std::vector<HostResult> hosts;
+  std::vector<Hazard> hazards;
+  std::map<std::string, std::uint64_t> drops;
+  std::vector<TraceEntry> trace;
+  // Conservation over the whole run (warm-up and drain included).
+  std::uint64_t total_bytes_sent = 0;
+  std::uint64_t total_bytes_received = 0;
+  std::uint64_t total_bytes_dropped = 0;
+  bool pool_empty_at_end = false;
+  std::string leak_report;
+  Time total_busy_ps = 0;
+  std::int64_t total_ledger_ps = 0;
+  std::uint64_t hops = 0;
+  std::uint64_t events = 0;
+};
+
+// Builds the network of `spec`, runs warm-up + duration, drains, frees, and reports.
+// Throws std::invalid_argument for a spec that does not hold together (a route to an unknown
+// device, a flow between unknown namespaces).
+RunResult run_scenario(const ScenarioSpec& spec);
+
+}  // namespace skbsim::sim

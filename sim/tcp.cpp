@@ -1,0 +1,449 @@
+// tcp.cpp — TCP sender and receiver (see tcp.hpp for what is and is not modelled).
+
+#include "sim/tcp.hpp"
+
+#include <algorithm>
+
+#include "skbsim/bug.hpp"
+
+namespace skbsim::sim {
+namespace {
+
+constexpr std::uint32_t kTcpHeader = 32;       // 20 + 12 bytes of timestamps
+constexpr std::uint32_t kChecksumBreak = 76;   // CHECKSUM_BREAK: short skbs are verified at once
+constexpr Time kDelackMin = 40 * 1000 * kPsPerUs;  // TCP_DELACK_MIN (HZ/25)
+constexpr std::uint8_t kFlagVerified = 4;      // the receiver's checksum is verified
+
+// MAX_TCP_HEADER: 2.6.20 i386 128 + MAX_HEADER (32, Ethernet-only LL_MAX_HEADER) = 160, reserved
+// as SKB_DATA_ALIGN(160) = 192 by sk_stream_alloc_pskb; 6.x L1_CACHE_ALIGN(128 + 176) = 320.
+std::uint32_t max_tcp_header(const Net& net) { return net.v2620() ? 192U : 320U; }
+
+void submit(ExecCtx& ctx, std::function<void()> fn) { ctx.cpu().submit({&ctx, std::move(fn)}); }
+
+void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s);
+void sendmsg_task(Net& net, TcpSock& s);
+
+// skb_entail(): a new segment skb on the write queue, header released.
+Skb* new_segment(Net& net, ExecCtx& ctx, TcpSock& s) {
+  OpCtx o = net.op(ctx);
+  const std::uint32_t h = max_tcp_header(net);
+  Skb* skb = ops::alloc_skb_fclone(o, (s.linear ? s.params.mss : 0U) + h);
+  if (skb == nullptr) {
+    return nullptr;
+  }
+  ops::reserve(o, *skb, h);
+  const bool csum = !net.v2620() || (s.route_caps & feat::kAllCsum) != 0;
+  skb->ip_summed = csum ? IpSummed::kPartial : IpSummed::kNone;
+  skb->protocol = 0x0800;
+  PacketMeta& m = meta(*skb);
+  m = PacketMeta{};
+  m.saddr = s.saddr;
+  m.daddr = s.daddr;
+  m.sport = s.sport;
+  m.dport = s.dport;
+  m.proto = 6;
+  m.flags = kFlagData | kFlagAck;
+  m.seq = m.end_seq = s.write_seq;
+  // Data segments are numbered from 1 in sequence order; the traced one marks its skb.
+  m.trace_seg = s.write_seq / s.params.mss + 1;
+  const std::uint32_t traced = net.traced_segment();
+  skb->set_traced(traced != 0 && traced >= m.trace_seg &&
+                  traced < m.trace_seg + std::max(1U, s.size_goal / s.params.mss));
+  ops::header_release(o, *skb);
+  s.write_queue.push_back(*skb);
+  s.wmem_queued += skb->truesize();
+  if (s.send_head == nullptr) {
+    s.send_head = skb;
+  }
+  return skb;
+}
+
+bool can_append(const TcpSock& s, const Skb* tail, const KernelModel& k) {
+  if (tail == nullptr || s.send_head == nullptr || tail->len() >= s.size_goal) {
+    return false;
+  }
+  if (s.linear) {
+    return tail->tailroom() > 0;
+  }
+  const SharedInfo& si = tail->shinfo();
+  const bool coalesce = si.nr_frags > 0 && si.frags[si.nr_frags - 1].page == s.page &&
+                        s.page != nullptr && s.page_off < s.page_bytes &&
+                        si.frags[si.nr_frags - 1].off + si.frags[si.nr_frags - 1].size == s.page_off;
+  return coalesce || si.nr_frags < k.max_skb_frags;
+}
+
+// The copy loop of tcp_sendmsg: returns with s.call_left == 0, or blocked on the send buffer.
+void sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
+  OpCtx o = net.op(ctx);
+  while (left > 0) {
+    Skb* tail = s.write_queue.empty() ? nullptr : &s.write_queue.back();
+    if (!can_append(s, tail, net.kernel())) {
+      if (s.wmem_queued >= s.params.sndbuf) {
+        return;  // sk_stream_wait_memory
+      }
+      tail = new_segment(net, ctx, s);
+      if (tail == nullptr) {
+        return;
+      }
+    }
+    std::uint32_t copy = std::min(left, s.size_goal - tail->len());
+    const bool fused = tail->ip_summed == IpSummed::kNone;
+    if (s.linear) {
+      copy = std::min(copy, tail->tailroom());
+      ops::add_data(o, *tail, copy);  // csum_and_copy_from_user or copy_from_user
+    } else {
+      if (s.page == nullptr || s.page_off >= s.page_bytes) {
+        if (s.page != nullptr) {
+          ops::put_page(o, *s.page);  // the socket's own reference
+        }
+        s.page = ops::alloc_page(o);
+        s.page_off = 0;
+      }
+      copy = std::min(copy, s.page_bytes - s.page_off);
+      const SharedInfo& si = tail->shinfo();
+      const bool coalesce = si.nr_frags > 0 && si.frags[si.nr_frags - 1].page == s.page &&
+                            si.frags[si.nr_frags - 1].off + si.frags[si.nr_frags - 1].size ==
+                                s.page_off;
+      net.charge(ctx, tail,
+                 fused ? Work{.sym = Sym::kCsumPartialCopyGeneric, .fused = copy}
+                       : Work{.sym = Sym::kCopyFromUser, .copied = copy});
+      if (coalesce) {
+        ops::frag_grow(o, *tail, copy, copy);
+      } else {
+        ops::get_page(o, *s.page);
+        ops::add_rx_frag(o, *tail, si.nr_frags, *s.page, s.page_off, copy, copy);
+      }
+      s.page_off += copy;
+      s.wmem_queued += copy;
+    }
+    meta(*tail).end_seq += copy;
+    s.write_seq += copy;
+    left -= copy;
+    s.stats.bytes_sent += copy;
+  }
+}
+
+void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_it) {
+  net.charge(ctx, &skb, {.sym = Sym::kTcpTransmitSkb});
+  OpCtx o = net.op(ctx);
+  Skb* c = &skb;
+  if (clone_it) {
+    c = skb.cloned() ? ops::pskb_copy(o, skb) : ops::clone(o, skb);
+    if (c == nullptr) {
+      return;
+    }
+  }
+  ops::push(o, *c, kTcpHeader);
+  ops::set_transport_header(*c, 0);
+  ops::set_owner_w(o, *c, s.sk);
+  net.charge(ctx, c, {.sym = Sym::kTcpV4SendCheck});
+  if (c->ip_summed == IpSummed::kPartial) {
+    c->csum_start = c->transport_header;  // pseudo-header only
+    c->csum_offset = 16;
+  } else {
+    ops::csum_partial(o, kTcpHeader);  // the header, folded with the payload's sum
+  }
+  const PacketMeta& m = meta(*c);
+  if ((m.flags & kFlagData) != 0) {
+    s.stats.segs_out += std::max(1U, c->shinfo().gso_segs);
+  } else {
+    ++s.stats.acks_out;
+  }
+  net.hop(ctx, *c, "tcp_transmit_skb " + s.ns->name);
+  net.ip_queue_xmit(ctx, *s.ns, *c);
+}
+
+void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
+  net.charge(ctx, Sym::kTcpWriteXmit);
+  OpCtx o = net.op(ctx);
+  while (s.send_head != nullptr) {
+    Skb& skb = *s.send_head;
+    const PacketMeta& m = meta(skb);
+    const std::uint32_t len = m.end_seq - m.seq;
+    const bool is_last = &skb == &s.write_queue.back();
+    if (len < s.params.mss && is_last && s.snd_nxt != s.snd_una) {
+      break;  // Nagle: a partial tail waits while data is in flight
+    }
+    if (m.end_seq - s.snd_una > s.snd_wnd) {
+      break;  // the receiver's window
+    }
+    if (len > s.params.mss && skb.shinfo().gso_size == 0) {
+      // tcp_set_skb_tso_segs(): gso_size/gso_segs on the write-queue skb, before the clone.
+      ops::set_gso(skb, s.params.mss, (len + s.params.mss - 1) / s.params.mss, 1 /* TCPV4 */);
+    }
+    tcp_transmit_skb(net, ctx, s, skb, true);
+    s.snd_nxt = m.end_seq;
+    auto it = SkbQueue::s_iterator_to(skb);
+    ++it;
+    s.send_head = it == s.write_queue.end() ? nullptr : &*it;
+  }
+  (void)o;
+}
+
+void wake(Net& net, ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
+  net.charge(from, Sym::kScheduleWakeup);
+  net.engine().after_task([&to, fn = std::move(fn)]() mutable { submit(to, std::move(fn)); });
+}
+
+void sendmsg_task(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  if (s.to_send == 0) {
+    return;
+  }
+  net.charge(ctx, Sym::kSysSendto);
+  net.charge(ctx, Sym::kTcpSendmsg);
+  ++s.stats.sendmsg_calls;
+  std::uint32_t left = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(s.params.send_size, s.to_send));
+  if (s.to_send != std::numeric_limits<std::uint64_t>::max()) {
+    s.to_send -= left;  // committed to this send() call
+  }
+  sendmsg_copy(net, ctx, s, left);
+  net.charge(ctx, Sym::kTcpPushPendingFrames);
+  tcp_write_xmit(net, ctx, s);
+  if (left > 0) {
+    s.writer_blocked = true;  // the rest of this send() waits for ACKs to free the buffer
+    s.pending = left;
+    return;
+  }
+  net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { sendmsg_task(net, s); }); });
+}
+
+void resume_sendmsg(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  std::uint32_t left = s.pending;
+  sendmsg_copy(net, ctx, s, left);
+  tcp_write_xmit(net, ctx, s);
+  s.pending = left;
+  if (left > 0) {
+    s.writer_blocked = true;
+    return;
+  }
+  net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { sendmsg_task(net, s); }); });
+}
+
+void tcp_send_ack(Net& net, ExecCtx& ctx, TcpSock& s) {
+  net.charge(ctx, Sym::kTcpSendAck);
+  OpCtx o = net.op(ctx);
+  const std::uint32_t h = max_tcp_header(net);
+  Skb* skb = ops::alloc_skb(o, h);
+  if (skb == nullptr) {
+    return;
+  }
+  ops::reserve(o, *skb, h);
+  // 2.6.20 ACKs carry a software checksum; 6.x __tcp_v4_send_check makes every skb PARTIAL.
+  skb->ip_summed = net.v2620() ? IpSummed::kNone : IpSummed::kPartial;
+  skb->protocol = 0x0800;
+  PacketMeta& m = meta(*skb);
+  m = PacketMeta{};
+  m.saddr = s.saddr;
+  m.daddr = s.daddr;
+  m.sport = s.sport;
+  m.dport = s.dport;
+  m.proto = 6;
+  m.flags = kFlagAck;
+  m.seq = m.end_seq = 0;
+  m.ack = s.rcv_nxt;
+  m.wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+  s.last_adv_wnd = m.wnd;
+  s.unacked_segs = 0;
+  s.delack_armed = false;
+  tcp_transmit_skb(net, ctx, s, *skb, false);
+}
+
+void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
+  net.charge(ctx, Sym::kTcpAck);
+  if (static_cast<std::int32_t>(m.ack - s.snd_una) > 0) {
+    s.snd_una = m.ack;
+    while (!s.write_queue.empty() && &s.write_queue.front() != s.send_head &&
+           static_cast<std::int32_t>(meta(s.write_queue.front()).end_seq - s.snd_una) <= 0) {
+      Skb& done = s.write_queue.front();
+      s.write_queue.pop_front();
+      s.wmem_queued -= done.truesize();
+      net.free_skb(ctx, done);  // sk_stream_free_skb: the original, kept until ACKed
+    }
+  }
+  s.snd_wnd = m.wnd;
+  tcp_write_xmit(net, ctx, s);
+  const std::int64_t space = static_cast<std::int64_t>(s.params.sndbuf) - s.wmem_queued;
+  if (s.writer_blocked && space >= s.wmem_queued / 2) {  // sk_stream_write_space
+    s.writer_blocked = false;
+    wake(net, ctx, *s.proc, [&net, &s] { resume_sendmsg(net, s); });
+  }
+}
+
+void tcp_recvmsg_task(Net& net, TcpSock& s);
+
+void arm_delack(Net& net, ExecCtx& ctx, TcpSock& s) {
+  if (s.delack_armed) {
+    return;
+  }
+  s.delack_armed = true;
+  const std::uint64_t gen = ++s.delack_gen;
+  ExecCtx* timer_ctx = &ctx;
+  net.engine().at(net.engine().now() + kDelackMin, [&net, &s, gen, timer_ctx] {
+    if (!s.delack_armed || s.delack_gen != gen) {
+      return;
+    }
+    submit(*timer_ctx, [&net, &s, gen, timer_ctx] {
+      if (s.delack_armed && s.delack_gen == gen) {
+        tcp_send_ack(net, *timer_ctx, s);
+      }
+    });
+  });
+}
+
+void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
+  net.charge(ctx, &skb, {.sym = Sym::kTcpRcvEstablished});
+  OpCtx o = net.op(ctx);
+  PacketMeta& m = meta(skb);
+  (void)ops::pull(o, skb, kTcpHeader);
+  if (verified) {
+    m.flags |= kFlagVerified;
+  }
+  s.rcv_nxt = m.end_seq;
+  ops::set_owner_r(o, skb, s.sk);
+  s.receive_queue.push_back(skb);
+  s.unacked_segs += std::max(1U, skb.shinfo().gso_segs);
+  if (s.reader_blocked) {
+    s.reader_blocked = false;
+    wake(net, ctx, *s.proc, [&net, &s] { tcp_recvmsg_task(net, s); });
+  }
+  if (s.unacked_segs >= 2) {
+    tcp_send_ack(net, ctx, s);  // __tcp_ack_snd_check: more than one full frame
+  } else {
+    arm_delack(net, ctx, s);
+  }
+}
+
+void tcp_recvmsg_task(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  net.charge(ctx, Sym::kSysRecvfrom);
+  net.charge(ctx, Sym::kTcpRecvmsg);
+  while (!s.receive_queue.empty()) {
+    Skb& skb = s.receive_queue.front();
+    s.receive_queue.pop_front();
+    const PacketMeta& m = meta(skb);
+    const std::uint32_t payload = m.end_seq - m.seq;
+    if ((m.flags & kFlagVerified) != 0) {
+      net.charge(ctx, &skb, {.sym = Sym::kSkbCopyDatagramIovec, .copied = payload});
+    } else {
+      // 2.6.20 tcp_copy_to_iovec into a waiting reader: skb_copy_and_csum_datagram_iovec sums
+      // the header and copies-and-sums the payload in one pass.
+      net.charge(ctx, &skb, {.sym = Sym::kSkbCopyAndCsumDatagramIovec, .fused = payload});
+      OpCtx o = net.op(ctx);
+      ops::csum_partial(o, kTcpHeader);
+    }
+    s.copied_seq = m.end_seq;
+    s.stats.bytes_received += payload;
+    net.free_skb(ctx, skb);
+  }
+  s.reader_blocked = true;
+  // tcp_cleanup_rbuf(): a window update when the window now open is at least twice the one last
+  // advertised.
+  const std::uint32_t now_wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+  if (now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss) {
+    tcp_send_ack(net, ctx, s);
+  }
+}
+
+}  // namespace
+
+void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
+  const Route* r = snd.ns->lookup(snd.daddr);
+  if (r == nullptr) {
+    throw std::invalid_argument("tcp_connect: no route from " + snd.ns->name);
+  }
+  const Features dev = r->dev->features;
+  Features caps = dev;
+  if (net.v2620()) {
+    // sk_setup_caps(): GSO adds the GSO types; a GSO-capable route gets SG | HW_CSUM.
+    if ((caps & feat::kGso) != 0) {
+      caps |= feat::kTso;
+    }
+    if ((caps & feat::kTso) != 0) {
+      caps |= feat::kSg | feat::kHwCsum;
+    }
+    snd.linear = !((caps & feat::kSg) != 0 && (caps & feat::kTso) != 0);
+    snd.page_bytes = 4096;  // TCP_PAGE: single pages
+  } else {
+    caps |= feat::kTso | feat::kSg | feat::kHwCsum;  // GSO is always on for TCP
+    snd.linear = false;
+    snd.page_bytes = 32768;  // the socket's 32 KB page fragment (order 3)
+  }
+  snd.route_caps = caps;
+  const std::uint32_t mss = snd.params.mss;
+  // Receive windows: tcp_win_from_space with tcp_adv_win_scale 2 (2.6.20) or 1 (6.x).
+  rcv.rcv_wnd = net.v2620() ? rcv.params.rcvbuf - rcv.params.rcvbuf / 4 : rcv.params.rcvbuf / 2;
+  rcv.is_receiver = true;
+  snd.snd_wnd = rcv.rcv_wnd;
+  snd.size_goal = (caps & feat::kTso) != 0 ? std::max(mss, std::min(65160U, snd.snd_wnd / 2) / mss * mss)
+                                           : mss;
+}
+
+void tcp_start_sender(Net& net, TcpSock& s) {
+  submit(*s.proc, [&net, &s] { sendmsg_task(net, s); });
+}
+
+void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
+  net.charge(ctx, &skb, {.sym = Sym::kTcpV4Rcv});
+  OpCtx o = net.op(ctx);
+  const PacketMeta m = meta(skb);
+  const bool data = (m.flags & kFlagData) != 0;
+  bool verified = false;
+  switch (skb.ip_summed) {
+    case IpSummed::kUnnecessary:
+    case IpSummed::kComplete:
+      verified = true;
+      break;
+    case IpSummed::kPartial:
+      if (net.v2620()) {
+        net.hazard("partial_checksum_delivered",
+                   "2.6.20 tcp_v4_rcv would verify a CHECKSUM_PARTIAL skb whose checksum field "
+                   "holds only the pseudo-header sum: the real kernel drops it as corrupt",
+                   s.ns->name);
+      }
+      verified = true;  // 6.x: skb_csum_unnecessary() accepts a local PARTIAL skb
+      break;
+    case IpSummed::kNone:
+      if (!net.v2620() || skb.len() <= kChecksumBreak) {
+        // tcp_v4_checksum_init -> __skb_checksum_complete now: 2.6.20 for short skbs (ACKs),
+        // 6.x for everything not already verified.
+        net.charge(ctx, &skb, {.sym = Sym::kSkbChecksumComplete});
+        ops::csum_partial(o, skb.len());
+        verified = true;
+      }
+      break;
+  }
+  if (!s.is_receiver) {
+    net.charge(ctx, &skb, {.sym = Sym::kTcpRcvEstablished});
+    tcp_ack(net, ctx, s, m);
+  }
+  if (data && s.is_receiver) {
+    tcp_data(net, ctx, s, skb, verified);
+    return;
+  }
+  net.free_skb(ctx, skb);
+}
+
+void tcp_close(Net& net, ExecCtx& ctx, TcpSock& s) {
+  OpCtx o = net.op(ctx);
+  while (!s.write_queue.empty()) {
+    Skb& skb = s.write_queue.front();
+    s.write_queue.pop_front();
+    s.wmem_queued -= skb.truesize();
+    net.free_skb(ctx, skb);
+  }
+  s.send_head = nullptr;
+  while (!s.receive_queue.empty()) {
+    Skb& skb = s.receive_queue.front();
+    s.receive_queue.pop_front();
+    net.free_skb(ctx, skb);
+  }
+  if (s.page != nullptr) {
+    ops::put_page(o, *s.page);
+    s.page = nullptr;
+  }
+}
+
+}  // namespace skbsim::sim

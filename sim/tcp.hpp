@@ -1,0 +1,100 @@
+#pragma once
+// tcp.hpp — the TCP sender and receiver at the detail that decides copies, checksums and
+// per-packet work (net/ipv4/tcp.c, tcp_output.c, tcp_input.c, tcp_ipv4.c), per kernel version.
+//
+// Sender: tcp_sendmsg copies user data into skbs — linear MSS skbs when the route device has no SG
+// (plus GSO), page frags otherwise (6.x: always) — with a fused copy-and-checksum when the route
+// device has no checksum offload (2.6.20 CHECKSUM_NONE) and a plain copy otherwise; skb_entail
+// releases the header (skb_header_release); tcp_transmit_skb sends a clone (pskb_copy while an
+// earlier clone is still in flight) and keeps the original on the write queue until it is ACKed.
+// Receiver: checksum verification where the version does it, copy to user (2.6.20: fused
+// copy-and-checksum into a waiting reader when the checksum is unverified), delayed ACKs (one per
+// two full segments, else a 40 ms timer).
+//
+// Not modelled: loss and retransmission (scenarios keep queues within their limits; a drop of data
+// is counted and reported), slow start (the window is the steady state: the smaller of the
+// receiver's window and the send buffer), Nagle beyond holding a partial tail segment while data
+// is in flight, SACK, timestamps' content (their 12 bytes are in the 32-byte header).
+
+#include <cstdint>
+#include <limits>
+
+#include "sim/net.hpp"
+
+namespace skbsim::sim {
+
+struct TcpParams {
+  std::uint32_t mss = 1448;
+  std::uint32_t sndbuf = 131072;  // sk_sndbuf (netperf -s)
+  std::uint32_t rcvbuf = 131072;  // sk_rcvbuf (netperf -S)
+  std::uint32_t send_size = 16384;  // netperf -m
+};
+
+struct TcpStats {
+  std::uint64_t bytes_sent = 0;       // payload handed to tcp_sendmsg and queued
+  std::uint64_t bytes_received = 0;   // payload copied to the reader
+  std::uint64_t segs_out = 0;         // data segments on the wire (TcpOutSegs-style, MSS units)
+  std::uint64_t acks_out = 0;
+  std::uint64_t sendmsg_calls = 0;
+};
+
+struct TcpSock {
+  Net* net = nullptr;
+  Namespace* ns = nullptr;
+  Host* host = nullptr;
+  ExecCtx* proc = nullptr;  // the application's process context
+  Sock sk;
+  std::uint32_t saddr = 0;
+  std::uint32_t daddr = 0;
+  std::uint16_t sport = 0;
+  std::uint16_t dport = 0;
+  std::uint32_t flow = 0;
+  TcpParams params;
+  TcpStats stats;
+
+  // sender
+  Features route_caps = 0;  // sk_route_caps (sk_setup_caps)
+  std::uint32_t size_goal = 0;
+  bool linear = true;  // select_size: MSS-sized linear skbs
+  std::int64_t wmem_queued = 0;
+  SkbQueue write_queue;
+  Skb* send_head = nullptr;
+  std::uint32_t write_seq = 0;
+  std::uint32_t snd_nxt = 0;
+  std::uint32_t snd_una = 0;
+  std::uint32_t snd_wnd = 0;
+  Page* page = nullptr;  // sk_sndmsg_page
+  std::uint32_t page_off = 0;
+  std::uint32_t page_bytes = 4096;
+  bool writer_blocked = false;
+  std::uint32_t pending = 0;  // bytes of the current send() not yet copied
+  std::uint64_t to_send = std::numeric_limits<std::uint64_t>::max();
+
+  // receiver
+  std::uint32_t rcv_nxt = 0;
+  std::uint32_t copied_seq = 0;
+  std::uint32_t rcv_wnd = 0;
+  std::uint32_t last_adv_wnd = 0;  // the window the last ACK advertised
+  std::uint32_t unacked_segs = 0;
+  bool delack_armed = false;
+  std::uint64_t delack_gen = 0;
+  SkbQueue receive_queue;
+  bool reader_blocked = true;
+  bool is_receiver = false;
+
+  bool matches(const PacketMeta& m) const noexcept {
+    return m.daddr == saddr && m.dport == sport && m.saddr == daddr && m.sport == dport;
+  }
+};
+
+// Sets up a connected pair's sender side: route caps from the route device (sk_setup_caps),
+// size goal, window. Both sockets must be registered in their namespaces.
+void tcp_connect(Net& net, TcpSock& sender, TcpSock& receiver);
+// The netperf sender loop: send(send_size) until blocked or to_send is exhausted.
+void tcp_start_sender(Net& net, TcpSock& sock);
+// tcp_v4_rcv: an skb delivered to the socket (data for the receiver, ACKs for the sender).
+void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& sock, Skb& skb);
+// Frees everything a socket still holds (end of run).
+void tcp_close(Net& net, ExecCtx& ctx, TcpSock& sock);
+
+}  // namespace skbsim::sim
