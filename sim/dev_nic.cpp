@@ -153,6 +153,9 @@ void NicDevice::poll(Net& net, ExecCtx& ctx) {
           gro->shinfo().nr_frags < net.kernel().max_skb_frags &&
           gro->len() + payload <= 65535 - 20) {
         // skb_gro_receive: the frame's page becomes a frag of the held skb; no payload copy.
+        if (f.traced) {
+          gro->set_traced(true);  // the traced segment now travels inside the merged skb
+        }
         net.charge(ctx, gro, {.sym = Sym::kTcpGroReceive});
         Page* pg = ops::alloc_page(o);
         ops::add_rx_frag(o, *gro, gro->shinfo().nr_frags, *pg, 0, payload, net.kernel().page_bytes);

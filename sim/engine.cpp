@@ -61,6 +61,7 @@ void Cpu::dispatch() {
     e.current_ = nullptr;
     const Time cost = t.ctx->ledger().take_pending_ps();
     busy_ps_ += cost;
+    task_end_ = e.now_ + cost;
     auto conts = std::exchange(e.continuations_, {});
     e.at(e.now_ + cost, [this, conts = std::move(conts)]() mutable {
       for (auto& c : conts) {
@@ -71,6 +72,11 @@ void Cpu::dispatch() {
     return;
   }
   running_ = false;
+}
+
+Time Cpu::busy_ps() const noexcept {
+  const Time now = engine_->now();
+  return running_ && task_end_ > now ? busy_ps_ - (task_end_ - now) : busy_ps_;
 }
 
 void Cpu::finished() {

@@ -70,7 +70,8 @@ class Cpu {
  public:
   Cpu(Engine& engine, std::uint32_t index) : engine_(&engine), index_(index) {}
   std::uint32_t index() const noexcept { return index_; }
-  Time busy_ps() const noexcept { return busy_ps_; }
+  // Busy time up to now: the running task's time counts as it passes, as /proc/stat sees it.
+  Time busy_ps() const noexcept;
   bool running() const noexcept { return running_; }
 
   // Queues a task; it runs as soon as the CPU is free and nothing of a higher level waits.
@@ -86,7 +87,8 @@ class Cpu {
   std::array<std::deque<Task>, 3> queues_;
   bool running_ = false;
   bool kick_pending_ = false;
-  Time busy_ps_ = 0;
+  Time busy_ps_ = 0;      // including the whole of the running task
+  Time task_end_ = 0;     // when the running task's time ends
 };
 
 class Engine {

@@ -76,6 +76,7 @@ struct ScenarioSpec {
   double duration_s = 0.2;  // measured time, netperf -l
   double warmup_s = 0.05;   // discarded first
   std::uint32_t trace_segment = 0;  // 0 = no trace
+  std::uint64_t seed = 1;  // recorded in results; the model itself draws no random numbers
 };
 
 struct HostResult {

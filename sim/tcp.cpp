@@ -161,8 +161,12 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
     const PacketMeta& m = meta(skb);
     const std::uint32_t len = m.end_seq - m.seq;
     const bool is_last = &skb == &s.write_queue.back();
-    if (len < s.params.mss && is_last && s.snd_nxt != s.snd_una) {
-      break;  // Nagle: a partial tail waits while data is in flight
+    if (is_last && s.snd_nxt != s.snd_una &&
+        (len < s.params.mss || (len < s.size_goal && s.to_send != 0))) {
+      // Nagle holds a sub-MSS tail while data is in flight; a GSO skb still short of its size
+      // goal waits for the writer to fill it (tcp_tso_should_defer, and the MSS-multiple split
+      // of tcp_write_xmit that leaves no runt on the wire).
+      break;
     }
     if (m.end_seq - s.snd_una > s.snd_wnd) {
       break;  // the receiver's window
@@ -171,6 +175,11 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
       // tcp_set_skb_tso_segs(): gso_size/gso_segs on the write-queue skb, before the clone.
       ops::set_gso(skb, s.params.mss, (len + s.params.mss - 1) / s.params.mss, 1 /* TCPV4 */);
     }
+    // The traced segment's skb is known for sure once its length is final.
+    const std::uint32_t traced = net.traced_segment();
+    const std::uint32_t first = m.seq / s.params.mss + 1;
+    const std::uint32_t count = (len + s.params.mss - 1) / s.params.mss;
+    skb.set_traced(traced != 0 && traced >= first && traced < first + count);
     tcp_transmit_skb(net, ctx, s, skb, true);
     s.snd_nxt = m.end_seq;
     auto it = SkbQueue::s_iterator_to(skb);

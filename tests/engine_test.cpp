@@ -1,0 +1,377 @@
+// engine_test.cpp — the discrete-event engine (sim/engine.hpp): event ordering, CPU run levels,
+// priced task time, continuations, waiting work, busy-time accounting and utilisation.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/examples.hpp"
+#include "sim/run.hpp"
+#include "skbsim/ledger.hpp"
+
+namespace skbsim::sim {
+namespace {
+
+// A cost model where every symbol costs `ps` per call and bytes are free unless asked.
+CostModel flat_model(std::int64_t ps) {
+  CostModel m;
+  for (auto& c : m.call_ps) {
+    c = ps;
+  }
+  return m;
+}
+
+// Charges `calls` calls of one symbol into ctx's ledger (as a task's kernel work would).
+void charge(ExecCtx& ctx, std::uint32_t calls, Sym s = Sym::kIpRcv) {
+  for (std::uint32_t i = 0; i < calls; ++i) {
+    ctx.ledger().record(Work{.sym = s});
+  }
+}
+
+// ---- event queue ---------------------------------------------------------------------------------
+
+TEST(EventQueue, OrdersByTimeThenSchedulingOrder) {
+  Engine e;
+  std::vector<std::string> order;
+  e.at(30, [&] { order.push_back("t30"); });
+  e.at(10, [&] { order.push_back("t10-a"); });
+  e.at(20, [&] { order.push_back("t20"); });
+  e.at(10, [&] { order.push_back("t10-b"); });
+  e.at(10, [&] { order.push_back("t10-c"); });
+  e.at(0, [&] { order.push_back("t0"); });
+  e.run_until(100);
+  EXPECT_EQ(order, (std::vector<std::string>{"t0", "t10-a", "t10-b", "t10-c", "t20", "t30"}));
+  EXPECT_EQ(e.events_run(), 6U);
+}
+
+TEST(EventQueue, TiesScheduledDuringAnEventRunAfterThoseAlreadyQueued) {
+  Engine e;
+  std::vector<std::string> order;
+  e.at(5, [&] {
+    order.push_back("first");
+    // Same time as an event already queued: FIFO by sequence, so it runs after "second".
+    e.at(5, [&] { order.push_back("scheduled-by-first"); });
+    e.at(e.now(), [&] { order.push_back("scheduled-by-first-now"); });
+  });
+  e.at(5, [&] { order.push_back("second"); });
+  e.run_until(5);
+  EXPECT_EQ(order, (std::vector<std::string>{"first", "second", "scheduled-by-first",
+                                             "scheduled-by-first-now"}));
+}
+
+TEST(EventQueue, EventTimeIsNowAndPastTimesAreClampedToNow) {
+  Engine e;
+  std::vector<Time> seen;
+  e.at(100, [&] {
+    seen.push_back(e.now());
+    e.at(40, [&] { seen.push_back(e.now()); });  // in the past: runs at now, not back in time
+  });
+  e.run_until(1000);
+  EXPECT_EQ(seen, (std::vector<Time>{100, 100}));
+}
+
+TEST(EventQueue, RunUntilStopsAtTheHorizonAndResumes) {
+  Engine e;
+  std::vector<Time> seen;
+  for (Time t : {10, 20, 30, 40}) {
+    e.at(t, [&] { seen.push_back(e.now()); });
+  }
+  e.run_until(25);
+  EXPECT_EQ(seen, (std::vector<Time>{10, 20}));
+  EXPECT_EQ(e.now(), 25);
+  e.run_until(30);  // an event exactly at the horizon runs
+  EXPECT_EQ(seen, (std::vector<Time>{10, 20, 30}));
+  e.run_until(1000);
+  EXPECT_EQ(seen, (std::vector<Time>{10, 20, 30, 40}));
+  EXPECT_EQ(e.now(), 1000);  // an empty queue advances time to the horizon
+}
+
+TEST(EventQueue, AfterTaskOutsideATaskRunsNowInOrder) {
+  Engine e;
+  std::vector<std::string> order;
+  e.at(7, [&] {
+    EXPECT_FALSE(e.in_task());
+    e.after_task([&] {
+      order.push_back("after");
+      EXPECT_EQ(e.now(), 7);
+    });
+    order.push_back("event");
+  });
+  e.run_until(100);
+  EXPECT_EQ(order, (std::vector<std::string>{"event", "after"}));
+}
+
+// ---- CPUs and run levels -------------------------------------------------------------------------
+
+struct CpuFixture : ::testing::Test {
+  CostModel model = flat_model(100);  // 100 ps per recorded call
+  Engine engine;
+  Cpu cpu{engine, 0};
+  ExecCtx hard{"irq", cpu, Level::kHardIrq, &model};
+  ExecCtx soft{"softirq/0", cpu, Level::kSoftIrq, &model};
+  ExecCtx proc{"netperf", cpu, Level::kProcess, &model};
+  ExecCtx proc2{"netserver", cpu, Level::kProcess, &model};
+
+  struct Run {
+    std::string name;
+    Time start;
+  };
+  std::vector<Run> runs;
+
+  // A task that records its start and charges `calls` x 100 ps.
+  Task task(ExecCtx& ctx, std::string name, std::uint32_t calls) {
+    return Task{&ctx, [this, &ctx, name = std::move(name), calls] {
+                  EXPECT_TRUE(engine.in_task());
+                  EXPECT_EQ(engine.current_ctx(), &ctx);
+                  EXPECT_TRUE(cpu.running());
+                  runs.push_back({name, engine.now()});
+                  charge(ctx, calls);
+                }};
+  }
+};
+
+TEST_F(CpuFixture, WaitingWorkRunsHardIrqThenSoftIrqThenProcess) {
+  // Everything submitted at the same instant while the CPU is idle: the CPU starts from the event
+  // loop, so it sees all three and picks by level, not by submission order.
+  engine.at(0, [&] {
+    cpu.submit(task(proc, "proc", 1));
+    cpu.submit(task(soft, "soft", 1));
+    cpu.submit(task(hard, "hard", 1));
+  });
+  engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 3U);
+  EXPECT_EQ(runs[0].name, "hard");
+  EXPECT_EQ(runs[1].name, "soft");
+  EXPECT_EQ(runs[2].name, "proc");
+  EXPECT_EQ(runs[0].start, 0);
+  EXPECT_EQ(runs[1].start, 100);
+  EXPECT_EQ(runs[2].start, 200);
+}
+
+TEST_F(CpuFixture, RunningTaskIsNeverPreempted) {
+  engine.at(0, [&] { cpu.submit(task(proc, "proc-long", 10)); });  // busy 0..1000
+  // Higher-level work arrives while the process task is running: it waits for the task's end.
+  engine.at(300, [&] {
+    EXPECT_TRUE(cpu.running());
+    cpu.submit(task(proc2, "proc-2", 1));
+    cpu.submit(task(soft, "soft", 1));
+    cpu.submit(task(hard, "hard", 1));
+  });
+  engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 4U);
+  EXPECT_EQ(runs[0].name, "proc-long");
+  EXPECT_EQ(runs[0].start, 0);
+  EXPECT_EQ(runs[1].name, "hard");
+  EXPECT_EQ(runs[1].start, 1000);  // not 300: no preemption
+  EXPECT_EQ(runs[2].name, "soft");
+  EXPECT_EQ(runs[2].start, 1100);
+  EXPECT_EQ(runs[3].name, "proc-2");
+  EXPECT_EQ(runs[3].start, 1200);
+  EXPECT_EQ(cpu.busy_ps(), 1300);
+  EXPECT_FALSE(cpu.running());
+}
+
+TEST_F(CpuFixture, SameLevelWorkIsFifo) {
+  engine.at(0, [&] {
+    cpu.submit(task(soft, "s1", 1));
+    cpu.submit(task(soft, "s2", 2));
+    cpu.submit(task(soft, "s3", 1));
+  });
+  engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 3U);
+  EXPECT_EQ(runs[0].name, "s1");
+  EXPECT_EQ(runs[1].name, "s2");
+  EXPECT_EQ(runs[2].name, "s3");
+  EXPECT_EQ(runs[1].start, 100);
+  EXPECT_EQ(runs[2].start, 300);
+}
+
+TEST_F(CpuFixture, PricedLedgerTimeKeepsTheCpuBusyAndContinuationsFireAtTheEnd) {
+  Time cont_at = -1;
+  int conts = 0;
+  engine.at(1000, [&] {
+    cpu.submit({&proc, [&] {
+                  charge(proc, 3);                                   // 300 ps
+                  proc.ledger().record(Work{.sym = Sym::kMemcpy});   // 100 ps
+                  engine.after_task([&] {
+                    cont_at = engine.now();
+                    ++conts;
+                    EXPECT_FALSE(engine.in_task());
+                  });
+                  engine.after_task([&] { ++conts; });
+                  // Nothing handed on has happened yet.
+                  EXPECT_EQ(conts, 0);
+                }});
+  });
+  // Mid-task: the CPU is busy.
+  std::vector<bool> running_at;
+  for (Time t : {1001, 1200, 1399}) {
+    engine.at(t, [&] { running_at.push_back(cpu.running()); });
+  }
+  engine.run_until(10'000);
+  EXPECT_EQ(cont_at, 1400);  // 1000 + 4 x 100 ps of priced ledger time
+  EXPECT_EQ(conts, 2);
+  EXPECT_EQ(running_at, (std::vector<bool>{true, true, true}));
+  EXPECT_FALSE(cpu.running());
+  EXPECT_EQ(cpu.busy_ps(), 400);
+  EXPECT_EQ(proc.ledger().total().cost_ps, 400);
+  EXPECT_EQ(proc.ledger().pending_ps(), 0);  // the engine took it
+}
+
+TEST_F(CpuFixture, PerByteCostsArePricedIntoBusyTime) {
+  model.copy_fs_per_byte = 500;   // 2 bytes per ns
+  model.csum_fs_per_byte = 250;   // 4 bytes per ns
+  model.fused_fs_per_byte = 1000;  // 1 byte per ns
+  model.page_ref_ps = 7;
+  Time cont_at = -1;
+  engine.at(0, [&] {
+    cpu.submit({&soft, [&] {
+                  soft.ledger().record(Work{.sym = Sym::kPskbExpandHead, .copied = 1804});
+                  soft.ledger().record(Work{.sym = Sym::kCsumPartial, .summed = 20});
+                  soft.ledger().record(
+                      Work{.sym = Sym::kCsumPartialCopyGeneric, .fused = 1448, .page_refs = 2});
+                  engine.after_task([&] { cont_at = engine.now(); });
+                }});
+  });
+  engine.run_until(kPsPerSec);
+  // 3 calls x 100 + 1804 x 0.5 + 20 x 0.25 + 1448 x 1 + 2 x 7 ps.
+  const Time expect = 300 + 902 + 5 + 1448 + 14;
+  EXPECT_EQ(cont_at, expect);
+  EXPECT_EQ(cpu.busy_ps(), expect);
+  EXPECT_EQ(soft.ledger().total().cost_ps, expect);
+}
+
+TEST_F(CpuFixture, ContinuationSubmittingHigherLevelWorkRunsItNext) {
+  engine.at(0, [&] {
+    cpu.submit(task(proc2, "proc-queued", 1));
+    cpu.submit({&proc, [&] {
+                  runs.push_back({"proc", engine.now()});
+                  charge(proc, 2);
+                  engine.after_task([&] { cpu.submit(task(soft, "soft-from-cont", 1)); });
+                }});
+    cpu.submit(task(proc2, "proc-after", 1));
+  });
+  engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 4U);
+  EXPECT_EQ(runs[0].name, "proc-queued");
+  EXPECT_EQ(runs[1].name, "proc");
+  EXPECT_EQ(runs[1].start, 100);
+  // Submitted by the continuation at the end of "proc" (300): it runs before the process task
+  // that was queued earlier.
+  EXPECT_EQ(runs[2].name, "soft-from-cont");
+  EXPECT_EQ(runs[2].start, 300);
+  EXPECT_EQ(runs[3].name, "proc-after");
+  EXPECT_EQ(runs[3].start, 400);
+}
+
+TEST_F(CpuFixture, WorkThatFindsItsCpuBusyWaits) {
+  engine.at(0, [&] { cpu.submit(task(soft, "first", 5)); });       // busy 0..500
+  engine.at(120, [&] { cpu.submit(task(proc, "second", 1)); });    // waits until 500
+  engine.at(2000, [&] { cpu.submit(task(proc, "idle-start", 1)); });  // idle CPU: starts at once
+  engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 3U);
+  EXPECT_EQ(runs[1].name, "second");
+  EXPECT_EQ(runs[1].start, 500);
+  EXPECT_EQ(runs[2].name, "idle-start");
+  EXPECT_EQ(runs[2].start, 2000);
+  EXPECT_EQ(cpu.busy_ps(), 700);
+}
+
+TEST_F(CpuFixture, ZeroCostTaskFiresItsContinuationAtTheSameTime) {
+  Time cont_at = -1;
+  engine.at(50, [&] {
+    cpu.submit({&proc, [&] { engine.after_task([&] { cont_at = engine.now(); }); }});
+  });
+  engine.run_until(1000);
+  EXPECT_EQ(cont_at, 50);
+  EXPECT_EQ(cpu.busy_ps(), 0);
+}
+
+TEST(Cpus, EachCpuIsIndependent) {
+  CostModel model = flat_model(100);
+  Engine engine;
+  Cpu c0{engine, 0};
+  Cpu c1{engine, 1};
+  ExecCtx p0{"p0", c0, Level::kProcess, &model};
+  ExecCtx p1{"p1", c1, Level::kProcess, &model};
+  std::vector<std::pair<std::string, Time>> starts;
+  engine.at(0, [&] {
+    c0.submit({&p0, [&] {
+                 starts.emplace_back("c0", engine.now());
+                 charge(p0, 10);
+               }});
+    c1.submit({&p1, [&] {
+                 starts.emplace_back("c1", engine.now());
+                 charge(p1, 3);
+               }});
+  });
+  engine.run_until(10'000);
+  ASSERT_EQ(starts.size(), 2U);
+  EXPECT_EQ(starts[0].second, 0);
+  EXPECT_EQ(starts[1].second, 0);  // CPU 1 does not wait for CPU 0
+  EXPECT_EQ(c0.busy_ps(), 1000);
+  EXPECT_EQ(c1.busy_ps(), 300);
+  // Utilisation = busy / (CPUs x elapsed): 1300 ps over 2 CPUs x 10'000 ps.
+  const double util = static_cast<double>(c0.busy_ps() + c1.busy_ps()) / (2.0 * 10'000.0);
+  EXPECT_DOUBLE_EQ(util, 0.065);
+}
+
+// ---- accounting over a whole run -----------------------------------------------------------------
+
+TEST(EngineAccounting, BusyTimeEqualsTheLedgersPricedTotal) {
+  CostModel model = flat_model(37);
+  model.copy_fs_per_byte = 333;
+  Engine engine;
+  Cpu c0{engine, 0};
+  Cpu c1{engine, 1};
+  ExecCtx a{"a", c0, Level::kProcess, &model};
+  ExecCtx b{"b", c0, Level::kSoftIrq, &model};
+  ExecCtx c{"c", c1, Level::kHardIrq, &model};
+  // A chain of tasks handing work to each other through continuations.
+  int left = 50;
+  std::function<void(ExecCtx&)> step = [&](ExecCtx& ctx) {
+    ctx.ledger().record(Work{.sym = Sym::kMemcpy, .copied = static_cast<std::uint32_t>(left * 7)});
+    charge(ctx, static_cast<std::uint32_t>(left % 4));
+    if (--left > 0) {
+      ExecCtx* next = left % 3 == 0 ? &a : (left % 3 == 1 ? &b : &c);
+      engine.after_task([&, next] { next->cpu().submit({next, [&, next] { step(*next); }}); });
+    }
+  };
+  engine.at(0, [&] { c0.submit({&a, [&] { step(a); }}); });
+  engine.run_until(kPsPerSec);
+  EXPECT_EQ(left, 0);
+  const std::int64_t ledgers =
+      a.ledger().total().cost_ps + b.ledger().total().cost_ps + c.ledger().total().cost_ps;
+  EXPECT_GT(ledgers, 0);
+  EXPECT_EQ(c0.busy_ps() + c1.busy_ps(), ledgers);
+  EXPECT_EQ(a.ledger().pending_ps() + b.ledger().pending_ps() + c.ledger().pending_ps(), 0);
+}
+
+TEST(EngineAccounting, ScenarioUtilisationIsBusyOverCpusTimesElapsed) {
+  ScenarioSpec s = thread2007(Thread2007::kContainer, uniform_cost(2.0, 100, 2.0, 2.0, 1.5));
+  s.duration_s = 0.02;
+  s.warmup_s = 0.01;
+  const RunResult r = run_scenario(s);
+  ASSERT_EQ(r.hosts.size(), 2U);
+  for (const HostResult& h : r.hosts) {
+    SCOPED_TRACE(h.name);
+    EXPECT_EQ(h.cpus_counted, 2U);
+    EXPECT_GT(h.busy_ps, 0);
+    const double expect = 100.0 * static_cast<double>(h.busy_ps) /
+                          (static_cast<double>(h.cpus_counted) * s.duration_s *
+                           static_cast<double>(kPsPerSec));
+    EXPECT_NEAR(h.cpu_util_pct, expect, 1e-9 * expect);
+    EXPECT_GT(h.cpu_util_pct, 0.0);
+    EXPECT_LE(h.cpu_util_pct, 100.0);
+    // Busy time in the window is the window's priced ledger total on that host.
+    EXPECT_EQ(h.busy_ps, h.total.cost_ps);
+  }
+  // Over the whole run, busy time and priced ledger time agree.
+  EXPECT_EQ(r.total_busy_ps, r.total_ledger_ps);
+}
+
+}  // namespace
+}  // namespace skbsim::sim
