@@ -1,0 +1,154 @@
+#include "sim/cost_preset.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "sim/json_reader.hpp"
+
+namespace skbsim::sim {
+namespace {
+
+double valued(const JsonReader& r, double lo, double hi) {
+  r.reject_unknown_keys({"value", "source"});
+  (void)r.child("source").string();  // every number says where it comes from
+  return r.child("value").number_in(lo, hi);
+}
+
+constexpr std::string_view kCyclesPrefix = "cycles:";
+
+}  // namespace
+
+CostPreset CostPreset::load(const std::string& path, const std::string& shown_as) {
+  CostPreset p;
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json doc = load_json_file(path, shown_as);
+  p.doc_ = nlohmann::ordered_json::parse(ss.str());
+  JsonReader root(doc, shown_as);
+  root.reject_unknown_keys({"schema", "name", "description", "cpu", "calls", "fit"});
+  (void)root.child("schema").uint_in(1, 1);
+  p.name_ = root.child("name").string();
+  (void)root.string_or("description", "");
+  const JsonReader cpu = root.child("cpu");
+  cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "csum_bytes_per_ns",
+                           "fused_bytes_per_ns", "page_ref_cycles"});
+  (void)cpu.string_or("model", "");
+  p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
+  p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
+  p.csum_ = valued(cpu.child("csum_bytes_per_ns"), 0.05, 50);
+  p.fused_ = valued(cpu.child("fused_bytes_per_ns"), 0.05, 50);
+  p.page_ref_cycles_ = valued(cpu.child("page_ref_cycles"), 0, 10000);
+  const JsonReader calls = root.child("calls");
+  calls.reject_unknown_keys({"scale", "default_cycles", "symbols"});
+  p.call_scale_ = valued(calls.child("scale"), 0.05, 20);
+  p.default_cycles_ = valued(calls.child("default_cycles"), 0, 1e6);
+  const JsonReader syms = calls.child("symbols");
+  if (!syms.node().is_object()) {
+    syms.fail("expected an object of symbol names, got " + syms.node().dump());
+  }
+  for (auto it = syms.node().begin(); it != syms.node().end(); ++it) {
+    const JsonReader s = syms.child(it.key());
+    const auto sym = symbol_from_name(it.key());
+    if (!sym) {
+      s.fail("expected a kernel symbol skbsim models, got \"" + it.key() + "\"");
+    }
+    s.reject_unknown_keys({"cycles", "source"});
+    (void)s.child("source").string();
+    p.cycles_[*sym] = s.child("cycles").number_in(0, 1e6);
+  }
+  return p;
+}
+
+CostModel CostPreset::model() const {
+  CostModel m;
+  const double ps_per_cycle = 1000.0 / clock_ghz_;
+  for (std::size_t i = 0; i < kSymCount; ++i) {
+    auto it = cycles_.find(static_cast<Sym>(i));
+    const double cycles = it != cycles_.end() ? it->second : default_cycles_;
+    m.call_ps[i] = std::llround(cycles * call_scale_ * ps_per_cycle);
+  }
+  m.copy_fs_per_byte = std::llround(1e6 / copy_);
+  m.csum_fs_per_byte = std::llround(1e6 / csum_);
+  m.fused_fs_per_byte = std::llround(1e6 / fused_);
+  m.page_ref_ps = std::llround(page_ref_cycles_ * call_scale_ * ps_per_cycle);
+  return m;
+}
+
+bool CostPreset::has_param(const std::string& param) const {
+  if (param.rfind(kCyclesPrefix, 0) == 0) {
+    return symbol_from_name(param.substr(kCyclesPrefix.size())).has_value();
+  }
+  return param == "call_scale" || param == "copy_bytes_per_ns" || param == "csum_bytes_per_ns" ||
+         param == "fused_bytes_per_ns" || param == "page_ref_cycles";
+}
+
+double CostPreset::get(const std::string& param) const {
+  if (param == "call_scale") {
+    return call_scale_;
+  }
+  if (param == "copy_bytes_per_ns") {
+    return copy_;
+  }
+  if (param == "csum_bytes_per_ns") {
+    return csum_;
+  }
+  if (param == "fused_bytes_per_ns") {
+    return fused_;
+  }
+  if (param == "page_ref_cycles") {
+    return page_ref_cycles_;
+  }
+  const Sym s = *symbol_from_name(param.substr(kCyclesPrefix.size()));
+  auto it = cycles_.find(s);
+  return it != cycles_.end() ? it->second : default_cycles_;
+}
+
+void CostPreset::set(const std::string& param, double v) {
+  auto put = [this](const char* section, const char* key, double value) {
+    doc_[section][key]["value"] = value;
+  };
+  if (param == "call_scale") {
+    call_scale_ = v;
+    doc_["calls"]["scale"]["value"] = v;
+  } else if (param == "copy_bytes_per_ns") {
+    copy_ = v;
+    put("cpu", "copy_bytes_per_ns", v);
+  } else if (param == "csum_bytes_per_ns") {
+    csum_ = v;
+    put("cpu", "csum_bytes_per_ns", v);
+  } else if (param == "fused_bytes_per_ns") {
+    fused_ = v;
+    put("cpu", "fused_bytes_per_ns", v);
+  } else if (param == "page_ref_cycles") {
+    page_ref_cycles_ = v;
+    put("cpu", "page_ref_cycles", v);
+  } else {
+    const std::string name = param.substr(kCyclesPrefix.size());
+    cycles_[*symbol_from_name(name)] = v;
+    auto& s = doc_["calls"]["symbols"][name];
+    s["cycles"] = v;
+    if (!s.contains("source")) {
+      s["source"] = "fitted by skbsim calibrate";
+    }
+  }
+}
+
+ParamBounds CostPreset::bounds(const std::string& param) const {
+  if (param == "call_scale") {
+    return {0.05, 20};
+  }
+  if (param.find("bytes_per_ns") != std::string::npos) {
+    return {0.05, 50};
+  }
+  return {0, 1e6};
+}
+
+nlohmann::ordered_json CostPreset::to_json(const nlohmann::ordered_json& fit) const {
+  nlohmann::ordered_json out = doc_;
+  out["fit"] = fit;
+  return out;
+}
+
+}  // namespace skbsim::sim
