@@ -580,7 +580,10 @@ Skb* unshare(OpCtx& ctx, Skb& skb) {
     return &skb;
   }
   Skb* n = copy(ctx, skb);
-  kfree_skb_impl(ctx, skb, Sym::kKfreeSkb);
+  // 6.x skb_unshare (skbuff.h): consume_skb when the copy succeeded, kfree_skb when it failed;
+  // 2.6.20 always kfree_skb.
+  const bool consume = n != nullptr && ctx.kernel.has_consume_skb;
+  kfree_skb_impl(ctx, skb, consume ? Sym::kConsumeSkb : Sym::kKfreeSkb);
   return n;
 }
 
@@ -826,6 +829,10 @@ int checksum_help(OpCtx& ctx, Skb& skb) {
     skb.ip_summed = IpSummed::kNone;
     return 0;
   }
+  if (skb.ip_summed == IpSummed::kComplete) {
+    skb.ip_summed = IpSummed::kNone;  // 6.x dev.c skb_checksum_help: goto out_set_summed
+    return 0;
+  }
   if (skb.ip_summed != IpSummed::kPartial) {
     return 0;
   }
@@ -839,6 +846,9 @@ int checksum_help(OpCtx& ctx, Skb& skb) {
   checksum(ctx, skb, offset, skb.len() - offset);
   // skb_ensure_writable(skb, offset + csum_offset + 2): a clone may write inside hdr_len.
   const std::uint32_t write_len = offset + skb.csum_offset + 2;
+  if (write_len > skb.headlen()) {
+    return kEINVAL;  // WARN_ONCE(offset + sizeof(__sum16) > skb_headlen(skb)), after the sum
+  }
   const bool clone_writable =
       !skb.header_cloned() && skb.headroom() + write_len <= skb.hdr_len();
   if (skb.cloned() && !clone_writable) {

@@ -120,7 +120,14 @@ class Skb {
   bool cloned_flag() const noexcept { return cloned_; }
   bool nohdr() const noexcept { return nohdr_; }
   bool cloned() const noexcept {  // skb_cloned
+#if defined(SKBSIM_MUTANT)
+    // Mutation-testing hook, never defined in a real build: tests/mutation/ compiles the core
+    // with the classic mistake (the raw "dataref > 1", kernel-skb-facts.md §0) to prove that
+    // tests/skb_property_test.cpp catches it.
+    return buf_->shinfo.dataref > 1;
+#else
     return cloned_ && buf_->shinfo.dataref_all() != 1;
+#endif
   }
   bool header_cloned() const noexcept {  // skb_header_cloned
     if (!cloned_) {

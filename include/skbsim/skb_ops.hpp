@@ -102,7 +102,8 @@ Skb* pskb_copy(OpCtx& ctx, const Skb& skb);
 void header_release(OpCtx& ctx, Skb& skb);
 // skb_get(): users += 1.
 Skb& get(OpCtx& ctx, Skb& skb);
-// skb_unshare(): if skb_cloned, skb_copy and free the original (even when the copy failed).
+// skb_unshare(): if skb_cloned, skb_copy and free the original (even when the copy failed; 6.x
+// frees with consume_skb when the copy succeeded).
 // Returns the skb to use from now on, or nullptr.
 Skb* unshare(OpCtx& ctx, Skb& skb);
 // skb_share_check(): if skb_shared, skb_clone and drop one user of the original (kfree_skb;
@@ -169,7 +170,8 @@ void add_data(OpCtx& ctx, Skb& skb, std::uint32_t len);
 // skb_checksum_help(): finishes a CHECKSUM_PARTIAL checksum in software.
 // 2.6.20: COMPLETE -> NONE; a GSO skb -> NONE ("GSO will fix it"); a cloned skb is first given a
 // private head (pskb_expand_head(0, 0)); then sum from the transport header to the end.
-// 6.x: only PARTIAL is touched; GSO -> kEINVAL; sum from csum_start to the end, then
+// 6.x: COMPLETE -> NONE; otherwise only PARTIAL is touched; GSO -> kEINVAL; sum from csum_start to
+// the end (kEINVAL if the 2-byte field is not in the linear part), then
 // skb_ensure_writable(csum_start + csum_offset + 2), which copies only when the checksum field
 // is outside the clone's writable header (hdr_len) or the header is cloned.
 [[nodiscard]] int checksum_help(OpCtx& ctx, Skb& skb);
