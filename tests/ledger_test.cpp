@@ -1,0 +1,251 @@
+// Ledger, LedgerCell, CostModel and TraceSink (include/skbsim/ledger.hpp, src/ledger.cpp).
+
+#include "skbsim/ledger.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "skbsim/kernel.hpp"
+#include "skbsim/skb_ops.hpp"
+#include "skbsim/skb_pool.hpp"
+
+namespace skbsim {
+namespace {
+
+// A model with round numbers: 1000 ps per skb_copy_bits call, 250/400/500 fs per copied/summed/
+// fused byte, 30 ps per page reference.
+CostModel round_model() {
+  CostModel m;
+  m.call_ps[index(Sym::kSkbCopyBits)] = 1000;
+  m.call_ps[index(Sym::kCsumPartial)] = 200;
+  m.copy_fs_per_byte = 250;
+  m.csum_fs_per_byte = 400;
+  m.fused_fs_per_byte = 500;
+  m.page_ref_ps = 30;
+  return m;
+}
+
+TEST(Ledger, RecordAccumulatesPerSymbol) {
+  Ledger l;
+  l.record({.sym = Sym::kSkbCopyBits, .copied = 100, .page_refs = 2, .alloc_bytes = 2048});
+  l.record({.sym = Sym::kSkbCopyBits, .copied = 50, .summed = 7, .fused = 3, .free_bytes = 512});
+  const LedgerCell& c = l.cell(Sym::kSkbCopyBits);
+  EXPECT_EQ(c.calls, 2U);
+  EXPECT_EQ(c.copied, 150U);
+  EXPECT_EQ(c.summed, 7U);
+  EXPECT_EQ(c.fused, 3U);
+  EXPECT_EQ(c.page_refs, 2U);
+  EXPECT_EQ(c.allocs, 1U);  // only a Work with alloc_bytes > 0 is an allocation
+  EXPECT_EQ(c.alloc_bytes, 2048U);
+  EXPECT_EQ(c.frees, 1U);
+  EXPECT_EQ(c.free_bytes, 512U);
+  EXPECT_EQ(c.cost_ps, 0);  // no model attached
+  EXPECT_EQ(l.cell(Sym::kCsumPartial).calls, 0U);
+  EXPECT_EQ(l.pending_ps(), 0);
+}
+
+TEST(Ledger, ZeroWorkStillCountsACall) {
+  Ledger l;
+  l.record({.sym = Sym::kSkbCow});
+  EXPECT_EQ(l.cell(Sym::kSkbCow).calls, 1U);
+  EXPECT_EQ(l.cell(Sym::kSkbCow).bytes(), 0U);
+  EXPECT_EQ(l.cell(Sym::kSkbCow).allocs, 0U);
+  EXPECT_EQ(l.cell(Sym::kSkbCow).frees, 0U);
+}
+
+// A fused copy-and-checksum (csum_partial_copy_generic) counts in both bytes_copied and
+// bytes_checksummed, once in bytes().
+TEST(LedgerCell, FusedCountsInBothCopiedAndChecksummed) {
+  Ledger l;
+  l.record({.sym = Sym::kCsumPartialCopyGeneric, .fused = 1448});
+  l.record({.sym = Sym::kCsumPartialCopyGeneric, .copied = 10, .summed = 20});
+  const LedgerCell& c = l.cell(Sym::kCsumPartialCopyGeneric);
+  EXPECT_EQ(c.bytes_copied(), 1458U);
+  EXPECT_EQ(c.bytes_checksummed(), 1468U);
+  EXPECT_EQ(c.bytes(), 1478U);
+}
+
+TEST(LedgerCell, AddSumsEveryField) {
+  LedgerCell a{.calls = 1, .copied = 2, .summed = 3, .fused = 4, .page_refs = 5, .allocs = 6,
+               .alloc_bytes = 7, .frees = 8, .free_bytes = 9, .cost_ps = 10};
+  const LedgerCell b{.calls = 10, .copied = 20, .summed = 30, .fused = 40, .page_refs = 50,
+                     .allocs = 60, .alloc_bytes = 70, .frees = 80, .free_bytes = 90,
+                     .cost_ps = -100};
+  a.add(b);
+  EXPECT_EQ(a.calls, 11U);
+  EXPECT_EQ(a.copied, 22U);
+  EXPECT_EQ(a.summed, 33U);
+  EXPECT_EQ(a.fused, 44U);
+  EXPECT_EQ(a.page_refs, 55U);
+  EXPECT_EQ(a.allocs, 66U);
+  EXPECT_EQ(a.alloc_bytes, 77U);
+  EXPECT_EQ(a.frees, 88U);
+  EXPECT_EQ(a.free_bytes, 99U);
+  EXPECT_EQ(a.cost_ps, -90);
+}
+
+// price = call_ps[sym] + page_refs * page_ref_ps + (copied*copy + summed*csum + fused*fused)/1000.
+TEST(CostModel, PriceArithmetic) {
+  const CostModel m = round_model();
+  // 1000*250 + 100*400 + 10*500 = 295000 fs = 295 ps; + 1000 + 2*30.
+  EXPECT_EQ(m.price({.sym = Sym::kSkbCopyBits, .copied = 1000, .summed = 100, .fused = 10,
+                     .page_refs = 2}),
+            1355);
+  // A symbol with no call cost prices bytes only.
+  EXPECT_EQ(m.price({.sym = Sym::kMemcpy, .copied = 4000}), 1000);
+  // Allocation sizes carry no byte cost.
+  EXPECT_EQ(m.price({.sym = Sym::kKmalloc, .alloc_bytes = 2048, .free_bytes = 512}), 0);
+}
+
+// The femtosecond sum is taken over all byte kinds before the one integer division.
+TEST(CostModel, SubPicosecondBytesTruncateOnceAfterSumming) {
+  const CostModel m = round_model();
+  EXPECT_EQ(m.price({.sym = Sym::kMemcpy, .copied = 3}), 0);               // 750 fs
+  EXPECT_EQ(m.price({.sym = Sym::kMemcpy, .copied = 3, .summed = 3}), 1);  // 1950 fs
+  EXPECT_EQ(m.price({.sym = Sym::kMemcpy, .fused = 1999}), 999);           // 999500 fs
+}
+
+TEST(CostModel, PricingIsDeterministic) {
+  const CostModel m = round_model();
+  std::vector<Work> works;
+  for (std::uint32_t i = 0; i < 1000; ++i) {
+    works.push_back({.sym = i % 2 == 0 ? Sym::kSkbCopyBits : Sym::kCsumPartial,
+                     .copied = i * 7 % 1500,
+                     .summed = i * 13 % 1500,
+                     .fused = i % 3,
+                     .page_refs = i % 4});
+  }
+  Ledger a(&m);
+  Ledger b(&m);
+  for (const Work& w : works) {
+    a.record(w);
+  }
+  for (const Work& w : works) {
+    b.record(w);
+  }
+  EXPECT_EQ(a.pending_ps(), b.pending_ps());
+  EXPECT_EQ(a.total().cost_ps, b.total().cost_ps);
+  std::int64_t expected = 0;
+  for (const Work& w : works) {
+    expected += m.price(w);
+  }
+  EXPECT_EQ(a.pending_ps(), expected);
+  EXPECT_EQ(a.total().cost_ps, expected);
+  EXPECT_GT(expected, 0);
+}
+
+// take_pending_ps hands over the priced time once and resets it; the cells keep their cost.
+TEST(Ledger, TakePendingPsResets) {
+  const CostModel m = round_model();
+  Ledger l;
+  l.set_cost_model(&m);
+  l.record({.sym = Sym::kSkbCopyBits, .copied = 1000});  // 1000 + 250
+  l.record({.sym = Sym::kCsumPartial, .summed = 1000});  // 200 + 400
+  EXPECT_EQ(l.pending_ps(), 1850);
+  EXPECT_EQ(l.take_pending_ps(), 1850);
+  EXPECT_EQ(l.pending_ps(), 0);
+  EXPECT_EQ(l.take_pending_ps(), 0);
+  l.record({.sym = Sym::kCsumPartial, .summed = 10});  // 200 + 4
+  EXPECT_EQ(l.take_pending_ps(), 204);
+  EXPECT_EQ(l.cell(Sym::kSkbCopyBits).cost_ps, 1250);
+  EXPECT_EQ(l.cell(Sym::kCsumPartial).cost_ps, 804);
+  EXPECT_EQ(l.total().cost_ps, 2054);
+}
+
+TEST(Ledger, TotalAddAndClear) {
+  const CostModel m = round_model();
+  Ledger a(&m);
+  Ledger b(&m);
+  a.record({.sym = Sym::kSkbCopyBits, .copied = 8});
+  b.record({.sym = Sym::kSkbCopyBits, .copied = 4});
+  b.record({.sym = Sym::kCsumPartial, .summed = 5});
+  a.add(b);
+  EXPECT_EQ(a.cell(Sym::kSkbCopyBits).calls, 2U);
+  EXPECT_EQ(a.cell(Sym::kSkbCopyBits).copied, 12U);
+  EXPECT_EQ(a.cell(Sym::kCsumPartial).summed, 5U);
+  EXPECT_EQ(a.total().calls, 3U);
+  EXPECT_EQ(a.total().bytes(), 17U);
+  EXPECT_EQ(a.pending_ps(), 1002 + 1001 + 202);
+  a.clear();
+  EXPECT_EQ(a.total().calls, 0U);
+  EXPECT_EQ(a.total().cost_ps, 0);
+  EXPECT_EQ(a.pending_ps(), 0);
+  EXPECT_EQ(b.total().calls, 2U);  // add() leaves the source alone
+}
+
+class RecordingSink : public TraceSink {
+ public:
+  struct Seen {
+    Work w;
+    std::int64_t cost_ps;
+    std::uint64_t skb_id;
+  };
+  void on_work(const Work& w, std::int64_t cost_ps, std::uint64_t skb_id) override {
+    seen.push_back({w, cost_ps, skb_id});
+  }
+  std::vector<Seen> seen;
+};
+
+// Only works recorded for a traced skb reach the sink, with their price.
+TEST(TraceSink, ReceivesOnlyTracedWorks) {
+  const CostModel m = round_model();
+  Ledger l(&m);
+  RecordingSink sink;
+  l.record({.sym = Sym::kSkbCopyBits, .copied = 1}, true, 7);  // no sink yet
+  l.set_trace_sink(&sink);
+  l.record({.sym = Sym::kSkbCopyBits, .copied = 1000}, false, 8);
+  l.record({.sym = Sym::kSkbCopyBits, .copied = 1000}, true, 9);
+  l.record({.sym = Sym::kCsumPartial});
+  ASSERT_EQ(sink.seen.size(), 1U);
+  EXPECT_EQ(sink.seen[0].skb_id, 9U);
+  EXPECT_EQ(sink.seen[0].w.sym, Sym::kSkbCopyBits);
+  EXPECT_EQ(sink.seen[0].w.copied, 1000U);
+  EXPECT_EQ(sink.seen[0].cost_ps, 1250);
+  EXPECT_EQ(l.cell(Sym::kSkbCopyBits).calls, 3U);  // every record counts, traced or not
+}
+
+TEST(TraceSink, CostIsZeroWithoutModel) {
+  Ledger l;
+  RecordingSink sink;
+  l.set_trace_sink(&sink);
+  l.record({.sym = Sym::kSkbCopyBits, .copied = 1000}, true, 1);
+  ASSERT_EQ(sink.seen.size(), 1U);
+  EXPECT_EQ(sink.seen[0].cost_ps, 0);
+}
+
+// Through the operations: a traced skb's works reach the sink under its id; an untraced skb's
+// never do.
+TEST(TraceSink, ReceivesOnlyTracedSkbsWorksFromOps) {
+  const KernelModel& k = KernelModel::get(KernelVersion::k2_6_20);
+  SkbPool pool;
+  Ledger l;
+  RecordingSink sink;
+  l.set_trace_sink(&sink);
+  OpCtx ctx(k, pool, l);
+  Skb* quiet = ops::alloc_skb(ctx, 512);
+  Skb* loud = ops::alloc_skb(ctx, 512);
+  loud->set_traced(true);
+  ops::reserve(ctx, *quiet, 64);
+  ops::put(ctx, *quiet, 100);
+  ASSERT_TRUE(sink.seen.empty());
+  ops::reserve(ctx, *loud, 64);
+  ops::add_data(ctx, *loud, 100);
+  ops::copy_and_csum_bits(ctx, *loud, 0, 100);
+  ops::kfree_skb(ctx, *quiet);
+  ops::kfree_skb(ctx, *loud);
+  std::uint64_t fused = 0;
+  for (const auto& s : sink.seen) {
+    EXPECT_EQ(s.skb_id, loud->id());
+    EXPECT_NE(s.w.sym, Sym::kAllocSkb);  // recorded before the skb was traced
+    fused += s.w.fused;
+  }
+  EXPECT_EQ(fused, 200U);
+  // reserve, put, csum_partial_copy_generic, skb_copy_and_csum_bits, csum_partial_copy_generic,
+  // kfree_skb, __kfree_skb, kfree (head), kmem_cache_free (sk_buff).
+  EXPECT_EQ(sink.seen.size(), 9U);
+}
+
+}  // namespace
+}  // namespace skbsim
