@@ -745,7 +745,13 @@ void set_owner_w(OpCtx& ctx, Skb& skb, Sock& sk) {
 
 void set_owner_r(OpCtx& ctx, Skb& skb, Sock& sk) {
   require_live(skb, Sym::kSkbSetOwnerR);
-  run_destructor(ctx, skb);
+  if (skb.sk() != nullptr) {
+    if (is_v2620(ctx)) {
+      raise_bug("skb_set_owner_r on an owned skb", Sym::kSkbSetOwnerR, skb.id(),
+                "2.6.20 does not orphan first: the old owner's charge would leak");
+    }
+    run_destructor(ctx, skb);  // 6.x skb_set_owner_r: skb_orphan first
+  }
   E::sk(skb) = &sk;
   E::destructor(skb) = Destructor::kSockRfree;
   sk.rmem_alloc += skb.truesize();
@@ -771,7 +777,7 @@ void consume_skb(OpCtx& ctx, Skb& skb) {
 
 void checksum(OpCtx& ctx, const Skb& skb, std::uint32_t offset, std::uint32_t len) {
   require_live(skb, Sym::kSkbChecksum);
-  if (offset + len > skb.len()) {
+  if (offset > skb.len() || len > skb.len() - offset) {
     raise_bug("BUG_ON(len)", Sym::kSkbChecksum, skb.id(), "skb_checksum beyond skb->len");
   }
   record(ctx, skb, {.sym = Sym::kSkbChecksum});
@@ -780,7 +786,7 @@ void checksum(OpCtx& ctx, const Skb& skb, std::uint32_t offset, std::uint32_t le
 
 void copy_and_csum_bits(OpCtx& ctx, const Skb& skb, std::uint32_t offset, std::uint32_t len) {
   require_live(skb, Sym::kSkbCopyAndCsumBits);
-  if (offset + len > skb.len()) {
+  if (offset > skb.len() || len > skb.len() - offset) {
     raise_bug("BUG_ON(len)", Sym::kSkbCopyAndCsumBits, skb.id(),
               "skb_copy_and_csum_bits beyond skb->len");
   }
@@ -818,7 +824,8 @@ int checksum_help(OpCtx& ctx, Skb& skb) {
         return ret;
       }
     }
-    if (skb.transport_header == kNoHeader || skb.transport_header < skb.data_offset()) {
+    if (skb.transport_header == kNoHeader || skb.transport_header < skb.data_offset() ||
+        skb.transport_header - skb.data_offset() > skb.len()) {
       raise_bug("BUG_ON(offset > (int)skb->len)", Sym::kSkbChecksumHelp, skb.id(),
                 "the transport header is not set inside the data");
     }
@@ -878,7 +885,7 @@ void ip_fast_csum(OpCtx& ctx, const Skb& skb) {
 
 void store_bits(OpCtx& ctx, Skb& skb, std::uint32_t offset, std::uint32_t len) {
   require_live(skb, Sym::kSkbStoreBits);
-  if (offset + len > skb.len()) {
+  if (offset > skb.len() || len > skb.len() - offset) {
     raise_bug("skb_store_bits beyond skb->len", Sym::kSkbStoreBits, skb.id());
   }
   const std::uint32_t from = skb.data_offset() + offset;

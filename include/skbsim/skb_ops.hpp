@@ -143,7 +143,8 @@ void frag_grow(OpCtx& ctx, Skb& skb, std::uint32_t size, std::uint32_t truesize)
 // skb_set_owner_w(): sk_wmem_alloc += truesize, destructor sock_wfree. 6.x orphans first; 2.6.20
 // requires an unowned skb.
 void set_owner_w(OpCtx& ctx, Skb& skb, Sock& sk);
-// skb_set_owner_r(): sk_rmem_alloc += truesize, destructor sock_rfree (orphans first).
+// skb_set_owner_r(): sk_rmem_alloc += truesize, destructor sock_rfree. 6.x orphans first; 2.6.20
+// requires an unowned skb (it would overwrite the owner and leak its charge).
 void set_owner_r(OpCtx& ctx, Skb& skb, Sock& sk);
 // skb_orphan(): runs the destructor (sock_wfree / sock_rfree give truesize back) and clears sk.
 void orphan(OpCtx& ctx, Skb& skb);

@@ -1,0 +1,239 @@
+#include "sim/calibrate.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/run.hpp"
+
+namespace skbsim::sim {
+namespace {
+
+const HostResult* host_named(const RunResult& r, const std::string& name) {
+  for (const auto& h : r.hosts) {
+    if (h.name == name) {
+      return &h;
+    }
+  }
+  return nullptr;
+}
+
+void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out) {
+  const Reference& ref = *sc.reference;
+  const HostResult* local = host_named(r, ref.host);
+  const HostResult* remote = host_named(r, ref.remote_host);
+  auto add = [&](const char* fig, const std::optional<double>& m, const HostResult* h,
+                 double HostResult::*field) {
+    if (m && h != nullptr) {
+      out.push_back({sc.name, fig, *m, h->*field});
+    }
+  };
+  add("cpu_util_pct", ref.cpu_util_pct, local, &HostResult::cpu_util_pct);
+  add("service_demand_us_per_kb", ref.service_demand_us_per_kb, local,
+      &HostResult::service_demand_us_per_kb);
+  add("remote_cpu_util_pct", ref.remote_cpu_util_pct, remote, &HostResult::cpu_util_pct);
+  add("remote_service_demand_us_per_kb", ref.remote_service_demand_us_per_kb, remote,
+      &HostResult::service_demand_us_per_kb);
+}
+
+std::vector<double> residual_vector(const std::vector<Residual>& rs) {
+  std::vector<double> v;
+  for (const Residual& r : rs) {
+    v.push_back((r.predicted - r.measured) / r.measured);
+  }
+  return v;
+}
+
+double sum_sq(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) {
+    s += x * x;
+  }
+  return s;
+}
+
+// Solves (A) x = b for a small dense symmetric positive system (Gaussian elimination with
+// partial pivoting).
+std::vector<double> solve(std::vector<std::vector<double>> a, std::vector<double> b) {
+  const std::size_t n = b.size();
+  for (std::size_t c = 0; c < n; ++c) {
+    std::size_t p = c;
+    for (std::size_t r = c + 1; r < n; ++r) {
+      if (std::abs(a[r][c]) > std::abs(a[p][c])) {
+        p = r;
+      }
+    }
+    std::swap(a[c], a[p]);
+    std::swap(b[c], b[p]);
+    if (std::abs(a[c][c]) < 1e-300) {
+      continue;
+    }
+    for (std::size_t r = c + 1; r < n; ++r) {
+      const double f = a[r][c] / a[c][c];
+      for (std::size_t k = c; k < n; ++k) {
+        a[r][k] -= f * a[c][k];
+      }
+      b[r] -= f * b[c];
+    }
+  }
+  std::vector<double> x(n, 0.0);
+  for (std::size_t i = n; i-- > 0;) {
+    double s = b[i];
+    for (std::size_t k = i + 1; k < n; ++k) {
+      s -= a[i][k] * x[k];
+    }
+    x[i] = std::abs(a[i][i]) < 1e-300 ? 0.0 : s / a[i][i];
+  }
+  return x;
+}
+
+}  // namespace
+
+std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const CostPreset& preset) {
+  std::vector<Residual> out;
+  const CostModel model = preset.model();
+  for (const Scenario& sc : scenarios) {
+    if (!sc.reference) {
+      continue;
+    }
+    ScenarioSpec spec = sc.spec;
+    spec.cost = model;
+    collect(sc, run_scenario(spec), out);
+  }
+  return out;
+}
+
+FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
+              const std::vector<std::string>& free) {
+  FitResult f{start, free, {}, 0, 0};
+  const std::size_t n = free.size();
+  std::vector<double> x(n);  // log of each parameter
+  std::vector<double> lo(n);
+  std::vector<double> hi(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const ParamBounds b = start.bounds(free[i]);
+    lo[i] = std::log(std::max(b.lo, 1e-9));
+    hi[i] = std::log(b.hi);
+    x[i] = std::clamp(std::log(std::max(start.get(free[i]), 1e-9)), lo[i], hi[i]);
+  }
+  auto apply = [&](CostPreset& p, const std::vector<double>& v) {
+    for (std::size_t i = 0; i < n; ++i) {
+      p.set(free[i], std::exp(v[i]));
+    }
+  };
+  auto residuals_at = [&](const std::vector<double>& v) {
+    CostPreset p = start;
+    apply(p, v);
+    return residual_vector(evaluate(scenarios, p));
+  };
+  std::vector<double> r = residuals_at(x);
+  double cost = sum_sq(r);
+  double lambda = 1e-3;
+  for (int it = 0; it < 60 && n > 0; ++it) {
+    f.iterations = it + 1;
+    // Jacobian by forward differences in log space.
+    std::vector<std::vector<double>> jac(r.size(), std::vector<double>(n));
+    for (std::size_t j = 0; j < n; ++j) {
+      std::vector<double> xj = x;
+      const double h = 1e-4;
+      xj[j] += h;
+      const std::vector<double> rj = residuals_at(xj);
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        jac[i][j] = (rj[i] - r[i]) / h;
+      }
+    }
+    std::vector<std::vector<double>> jtj(n, std::vector<double>(n, 0.0));
+    std::vector<double> jtr(n, 0.0);
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      for (std::size_t a = 0; a < n; ++a) {
+        jtr[a] -= jac[i][a] * r[i];
+        for (std::size_t b = 0; b < n; ++b) {
+          jtj[a][b] += jac[i][a] * jac[i][b];
+        }
+      }
+    }
+    bool improved = false;
+    for (int tries = 0; tries < 12 && !improved; ++tries) {
+      auto m = jtj;
+      for (std::size_t a = 0; a < n; ++a) {
+        m[a][a] += lambda * (jtj[a][a] + 1e-12);
+      }
+      const std::vector<double> step = solve(m, jtr);
+      std::vector<double> xn = x;
+      for (std::size_t a = 0; a < n; ++a) {
+        xn[a] = std::clamp(x[a] + step[a], lo[a], hi[a]);
+      }
+      const std::vector<double> rn = residuals_at(xn);
+      const double cn = sum_sq(rn);
+      if (cn < cost) {
+        const double gain = cost - cn;
+        x = xn;
+        r = rn;
+        cost = cn;
+        lambda = std::max(lambda / 5, 1e-9);
+        improved = true;
+        if (gain < 1e-14) {
+          it = 1000;  // converged
+        }
+      } else {
+        lambda *= 10;
+      }
+    }
+    if (!improved) {
+      break;
+    }
+  }
+  apply(f.preset, x);
+  f.residuals = evaluate(scenarios, f.preset);
+  double s = 0;
+  for (const Residual& res : f.residuals) {
+    s += res.error_pct() * res.error_pct();
+  }
+  f.rms_pct = f.residuals.empty() ? 0 : std::sqrt(s / static_cast<double>(f.residuals.size()));
+  return f;
+}
+
+std::vector<LeaveOneOut> leave_one_out(const std::vector<Scenario>& scenarios,
+                                       const CostPreset& start,
+                                       const std::vector<std::string>& free) {
+  std::vector<LeaveOneOut> out;
+  for (std::size_t i = 0; i < scenarios.size(); ++i) {
+    if (!scenarios[i].reference) {
+      continue;
+    }
+    std::vector<Scenario> rest;
+    for (std::size_t k = 0; k < scenarios.size(); ++k) {
+      if (k != i) {
+        rest.push_back(scenarios[k]);
+      }
+    }
+    const FitResult f = fit(rest, start, free);
+    out.push_back({scenarios[i].name, evaluate({scenarios[i]}, f.preset)});
+  }
+  return out;
+}
+
+nlohmann::ordered_json fit_record(const FitResult& f, const std::string& command) {
+  nlohmann::ordered_json j;
+  j["command"] = command;
+  j["method"] =
+      "bounded least squares (Levenberg-Marquardt on log parameters) of the relative CPU errors";
+  nlohmann::ordered_json params = nlohmann::ordered_json::object();
+  for (const std::string& p : f.free) {
+    params[p] = f.preset.get(p);
+  }
+  j["free"] = params;
+  j["iterations"] = f.iterations;
+  j["rms_error_pct"] = std::round(f.rms_pct * 1000) / 1000;
+  nlohmann::ordered_json res = nlohmann::ordered_json::array();
+  for (const Residual& r : f.residuals) {
+    res.push_back({{"scenario", r.scenario},
+                   {"figure", r.figure},
+                   {"measured", r.measured},
+                   {"predicted", std::round(r.predicted * 10000) / 10000},
+                   {"error_pct", std::round(r.error_pct() * 1000) / 1000}});
+  }
+  j["residuals"] = res;
+  return j;
+}
+
+}  // namespace skbsim::sim

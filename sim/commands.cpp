@@ -1,0 +1,419 @@
+// commands.cpp — `skbsim run`, `skbsim validate`, `skbsim calibrate`.
+
+#include "sim/commands.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "sim/calibrate.hpp"
+#include "sim/input_error.hpp"
+#include "sim/report.hpp"
+#include "sim/scenario.hpp"
+#include "skbsim/bug.hpp"
+
+namespace skbsim::sim {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+constexpr int kExitUsage = 2;
+
+bool parse(const std::vector<std::string>& args, const po::options_description& visible,
+           const po::options_description& all, const po::positional_options_description& pos,
+           po::variables_map& vm, const std::string& usage_line) {
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "skbsim: " << e.what() << "\n\nUsage: " << usage_line << "\n\n" << visible;
+    return false;
+  }
+  return true;
+}
+
+std::string fixed(double v, int d) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(d) << v;
+  return s.str();
+}
+
+// Writes `files` (name -> content) into `dir` completely or not at all: everything goes into
+// `dir.partial/` first, which then replaces `dir`.
+void write_atomically(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+  const fs::path partial = dir.string() + ".partial";
+  std::error_code ec;
+  fs::remove_all(partial, ec);
+  fs::create_directories(partial);
+  for (const auto& [name, content] : files) {
+    std::ofstream out(partial / name, std::ios::binary);
+    out << content;
+    if (!out) {
+      fs::remove_all(partial, ec);
+      throw InputError(dir.string(), "", "expected a writable output directory, got a write error");
+    }
+  }
+  const fs::path old = dir.string() + ".old";
+  fs::remove_all(old, ec);
+  if (fs::exists(dir)) {
+    fs::rename(dir, old);
+  }
+  fs::rename(partial, dir);
+  fs::remove_all(old, ec);
+}
+
+void write_file_atomically(const fs::path& file, const std::string& content) {
+  const fs::path tmp = file.string() + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << content;
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw InputError(file.string(), "", "expected a writable file, got a write error");
+    }
+  }
+  fs::rename(tmp, file);
+}
+
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
+
+struct Check {
+  std::string scenario;
+  std::string figure;
+  std::string measured;
+  std::string predicted;
+  std::string error;
+  bool ok;
+};
+
+// Profile expectations of a reference: symbols among the top N of the host, symbols absent.
+void profile_checks(const Scenario& sc, const RunResult& r, std::vector<Check>& out) {
+  const Reference& ref = *sc.reference;
+  const HostResult* h = local_host(sc, r);
+  if (h == nullptr) {
+    return;
+  }
+  std::vector<std::pair<std::int64_t, std::string>> rows;
+  for (std::size_t i = 0; i < kSymCount; ++i) {
+    if (h->cells[i].calls > 0) {
+      rows.emplace_back(h->cells[i].cost_ps, std::string(symbol_name(static_cast<Sym>(i))));
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (const std::string& want : ref.profile_top) {
+    std::size_t rank = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].second == want) {
+        rank = i + 1;
+      }
+    }
+    out.push_back({sc.name, "profile rank " + want, "top " + std::to_string(ref.profile_top_n),
+                   rank == 0 ? "absent" : "#" + std::to_string(rank), "",
+                   rank != 0 && rank <= ref.profile_top_n});
+  }
+  for (const std::string& gone : ref.profile_absent) {
+    bool present = false;
+    for (const auto& row : rows) {
+      present = present || row.second == gone;
+    }
+    out.push_back({sc.name, "profile " + gone, "absent", present ? "present" : "absent", "",
+                   !present});
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> scenario_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    if (!fs::is_directory(p)) {
+      out.push_back(p);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (auto it = fs::recursive_directory_iterator(p); it != fs::recursive_directory_iterator();
+         ++it) {
+      const std::string leaf = it->path().filename().string();
+      if (it->is_directory() &&
+          (leaf == "shared" || leaf == "models" || leaf == "ops" || leaf == "studies")) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file() && it->path().extension() == ".json") {
+        found.push_back(it->path().string());
+      }
+    }
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+int run_run(const std::vector<std::string>& args) {
+  const std::string usage =
+      "skbsim run SCENARIO.json [--out DIR] [--format text|json] [--trace N] [--profile]";
+  po::options_description visible("Options");
+  visible.add_options()("help,h", "print this help")(
+      "out,o", po::value<std::string>(), "also write DIR/result.json and DIR/result.txt")(
+      "format,f", po::value<std::string>()->default_value("text"),
+      "stdout: text (netperf's layout) or json (docs/results.md)")(
+      "trace,t", po::value<std::uint32_t>(), "follow data segment N hop by hop")(
+      "profile,p", "print a perf-report-like profile per host");
+  po::options_description all;
+  all.add(visible).add_options()("scenario", po::value<std::string>());
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  po::variables_map vm;
+  if (!parse(args, visible, all, pos, vm, usage)) {
+    return kExitUsage;
+  }
+  if (vm.count("help") != 0) {
+    std::cout << "Usage: " << usage
+              << "\n\nRuns one scenario and prints what the kernel would spend, in netperf's own\n"
+                 "layout, next to the measured reference and the error in percent.\n\n"
+              << visible;
+    return 0;
+  }
+  const std::string format = vm["format"].as<std::string>();
+  if (vm.count("scenario") == 0 || (format != "text" && format != "json")) {
+    std::cerr << "skbsim run: expected SCENARIO.json and --format text|json\n\nUsage: " << usage
+              << "\n";
+    return kExitUsage;
+  }
+  try {
+    Scenario sc = load_scenario(vm["scenario"].as<std::string>());
+    const bool trace = vm.count("trace") != 0;
+    if (trace) {
+      sc.spec.trace_segment = vm["trace"].as<std::uint32_t>();
+    }
+    const RunResult r = run_scenario(sc.spec);
+    ReportOptions o;
+    o.profile = vm.count("profile") != 0;
+    o.trace = trace;
+    std::ostringstream text;
+    print_text(text, sc, r, o);
+    const std::string json = result_json(sc, r, trace).dump(2) + "\n";
+    if (vm.count("out") != 0) {
+      write_atomically(vm["out"].as<std::string>(), {{"result.json", json}, {"result.txt", text.str()}});
+    }
+    std::cout << (format == "json" ? json : text.str()) << std::flush;
+  } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitUsage;
+  } catch (const SkbBug& e) {
+    std::cerr << "skbsim run: the model hit a kernel BUG condition: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int run_validate(const std::vector<std::string>& args) {
+  const std::string usage = "skbsim validate [SCENARIO|DIR]...";
+  po::options_description visible("Options");
+  visible.add_options()("help,h", "print this help")("json", "print the table as JSON");
+  po::options_description all;
+  all.add(visible).add_options()("paths", po::value<std::vector<std::string>>());
+  po::positional_options_description pos;
+  pos.add("paths", -1);
+  po::variables_map vm;
+  if (!parse(args, visible, all, pos, vm, usage)) {
+    return kExitUsage;
+  }
+  if (vm.count("help") != 0) {
+    std::cout << "Usage: " << usage
+              << "\n\nRuns every scenario that has a reference (default: scenarios/) and prints\n"
+                 "measured, predicted and error for each figure; exits 1 when an error is beyond\n"
+                 "the tolerance the scenario states.\n\n"
+              << visible;
+    return 0;
+  }
+  std::vector<std::string> paths = vm.count("paths") != 0
+                                       ? vm["paths"].as<std::vector<std::string>>()
+                                       : std::vector<std::string>{"scenarios"};
+  std::vector<Scenario> scenarios;
+  try {
+    for (const std::string& f : scenario_files(paths)) {
+      scenarios.push_back(load_scenario(f));
+    }
+  } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitUsage;
+  }
+  std::vector<Check> checks;
+  std::size_t done = 0;
+  std::size_t with_ref = 0;
+  for (const Scenario& sc : scenarios) {
+    with_ref += sc.reference ? 1 : 0;
+  }
+  for (const Scenario& sc : scenarios) {
+    if (!sc.reference) {
+      continue;
+    }
+    if (stderr_is_terminal()) {
+      std::cerr << "\r[" << ++done << "/" << with_ref << "] " << sc.name << "\033[K" << std::flush;
+    }
+    RunResult r;
+    try {
+      r = run_scenario(sc.spec);
+    } catch (const SkbBug& e) {
+      checks.push_back({sc.name, "run", "", "BUG", e.what(), false});
+      continue;
+    }
+    const Reference& ref = *sc.reference;
+    const auto err = error_pct(r, ref);
+    const HostResult* local = local_host(sc, r);
+    const HostResult* remote = remote_host(sc, r);
+    auto row = [&](const char* key, const std::optional<double>& m, double predicted) {
+      if (!m || !err.contains(key)) {
+        return;
+      }
+      const double e = err[key].get<double>();
+      checks.push_back({sc.name, key, fixed(*m, 2), fixed(predicted, 2),
+                        (e >= 0 ? "+" : "") + fixed(e, 1) + "%", std::abs(e) <= ref.tolerance_pct});
+    };
+    row("throughput_mbps", ref.throughput_mbps, r.throughput_mbps);
+    if (local != nullptr) {
+      row("cpu_util_pct", ref.cpu_util_pct, local->cpu_util_pct);
+      row("service_demand_us_per_kb", ref.service_demand_us_per_kb,
+          local->service_demand_us_per_kb);
+    }
+    if (remote != nullptr) {
+      row("remote_cpu_util_pct", ref.remote_cpu_util_pct, remote->cpu_util_pct);
+      row("remote_service_demand_us_per_kb", ref.remote_service_demand_us_per_kb,
+          remote->service_demand_us_per_kb);
+    }
+    profile_checks(sc, r, checks);
+  }
+  if (stderr_is_terminal() && done > 0) {
+    std::cerr << "\r\033[K" << std::flush;
+  }
+  bool all_ok = true;
+  if (vm.count("json") != 0) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const Check& c : checks) {
+      j.push_back({{"scenario", c.scenario}, {"figure", c.figure}, {"measured", c.measured},
+                   {"predicted", c.predicted}, {"error", c.error}, {"ok", c.ok}});
+      all_ok = all_ok && c.ok;
+    }
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << std::left << std::setw(38) << "scenario" << std::setw(34) << "figure"
+              << std::right << std::setw(10) << "measured" << std::setw(11) << "predicted"
+              << std::setw(9) << "error" << "  ok\n";
+    for (const Check& c : checks) {
+      std::cout << std::left << std::setw(38) << c.scenario << std::setw(34) << c.figure
+                << std::right << std::setw(10) << c.measured << std::setw(11) << c.predicted
+                << std::setw(9) << c.error << "  " << (c.ok ? "yes" : "NO") << "\n";
+      all_ok = all_ok && c.ok;
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
+int run_calibrate(const std::vector<std::string>& args) {
+  const std::string usage =
+      "skbsim calibrate --scenarios DIR --preset PRESET.json [--free PARAM...] [--out FILE]";
+  po::options_description visible("Options");
+  visible.add_options()("help,h", "print this help")(
+      "scenarios,s", po::value<std::string>(), "the scenarios with references to fit to")(
+      "preset,p", po::value<std::string>(), "the starting preset")(
+      "free", po::value<std::vector<std::string>>()->multitoken(),
+      "parameters to fit: call_scale, copy_bytes_per_ns, csum_bytes_per_ns, "
+      "fused_bytes_per_ns, page_ref_cycles, cycles:<symbol> (default: call_scale)")(
+      "out,o", po::value<std::string>(), "where to write the fitted preset (default: print it)")(
+      "no-loo", "skip the leave-one-out table");
+  po::variables_map vm;
+  if (!parse(args, visible, visible, {}, vm, usage)) {
+    return kExitUsage;
+  }
+  if (vm.count("help") != 0) {
+    std::cout << "Usage: " << usage
+              << "\n\nFits the named cost parameters of PRESET to the CPU figures of every\n"
+                 "scenario in DIR that has a reference, by bounded least squares, writes the\n"
+                 "fitted preset with its residuals and this command, and prints a leave-one-out\n"
+                 "table: each reference predicted by a fit that did not see it.\n\n"
+              << visible;
+    return 0;
+  }
+  if (vm.count("scenarios") == 0 || vm.count("preset") == 0) {
+    std::cerr << "skbsim calibrate: expected --scenarios DIR and --preset PRESET.json\n\nUsage: "
+              << usage << "\n";
+    return kExitUsage;
+  }
+  const std::vector<std::string> free = vm.count("free") != 0
+                                            ? vm["free"].as<std::vector<std::string>>()
+                                            : std::vector<std::string>{"call_scale"};
+  std::string command = "skbsim calibrate";
+  for (const std::string& a : args) {
+    command += " " + a;
+  }
+  try {
+    const std::string preset_path = vm["preset"].as<std::string>();
+    const CostPreset start = CostPreset::load(preset_path, preset_path);
+    for (const std::string& p : free) {
+      if (!start.has_param(p)) {
+        throw InputError("--free", "", "expected a preset parameter, got \"" + p + "\"");
+      }
+    }
+    std::vector<Scenario> scenarios;
+    for (const std::string& f : scenario_files({vm["scenarios"].as<std::string>()})) {
+      Scenario sc = load_scenario(f);
+      if (sc.reference && (sc.reference->cpu_util_pct || sc.reference->service_demand_us_per_kb ||
+                           sc.reference->remote_cpu_util_pct)) {
+        scenarios.push_back(std::move(sc));
+      }
+    }
+    if (scenarios.empty()) {
+      throw InputError(vm["scenarios"].as<std::string>(), "",
+                       "expected scenarios with CPU references, got none");
+    }
+    const FitResult f = fit(scenarios, start, free);
+    std::cout << "Fitted " << f.free.size() << " parameter(s) to " << f.residuals.size()
+              << " figures of " << scenarios.size() << " scenarios in " << f.iterations
+              << " iterations; rms error " << fixed(f.rms_pct, 2) << "%\n";
+    for (const std::string& p : f.free) {
+      std::cout << "  " << std::left << std::setw(24) << p << std::right
+                << fixed(start.get(p), 4) << " -> " << fixed(f.preset.get(p), 4) << "\n";
+    }
+    std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(26) << "figure"
+              << std::right << std::setw(10) << "measured" << std::setw(11) << "fitted"
+              << std::setw(9) << "error\n";
+    for (const Residual& r : f.residuals) {
+      std::cout << std::left << std::setw(38) << r.scenario << std::setw(26) << r.figure
+                << std::right << std::setw(10) << fixed(r.measured, 2) << std::setw(11)
+                << fixed(r.predicted, 2) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
+    }
+    if (vm.count("no-loo") == 0 && scenarios.size() > 1) {
+      std::cout << "\nLeave-one-out (each scenario predicted by a fit of the others):\n";
+      for (const LeaveOneOut& l : leave_one_out(scenarios, start, free)) {
+        for (const Residual& r : l.predicted) {
+          std::cout << std::left << std::setw(38) << r.scenario << std::setw(26) << r.figure
+                    << std::right << std::setw(10) << fixed(r.measured, 2) << std::setw(11)
+                    << fixed(r.predicted, 2) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
+        }
+      }
+    }
+    const std::string out = f.preset.to_json(fit_record(f, command)).dump(2) + "\n";
+    if (vm.count("out") != 0) {
+      write_file_atomically(vm["out"].as<std::string>(), out);
+      std::cout << "\nwrote " << vm["out"].as<std::string>() << "\n";
+    } else {
+      std::cout << "\n" << out;
+    }
+  } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitUsage;
+  }
+  return 0;
+}
+
+}  // namespace skbsim::sim

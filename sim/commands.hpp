@@ -1,0 +1,18 @@
+#pragma once
+// commands.hpp — the scenario commands of the `skbsim` command line (cli.cpp dispatches to them):
+// run, validate, calibrate. Each takes the arguments after its name and returns the exit code.
+
+#include <string>
+#include <vector>
+
+namespace skbsim::sim {
+
+int run_run(const std::vector<std::string>& args);
+int run_validate(const std::vector<std::string>& args);
+int run_calibrate(const std::vector<std::string>& args);
+
+// Scenario files under `paths` (files as given; directories searched recursively, skipping the
+// shared pieces, presets and ops examples: shared/, models/, ops/, studies/), sorted.
+std::vector<std::string> scenario_files(const std::vector<std::string>& paths);
+
+}  // namespace skbsim::sim

@@ -1,0 +1,319 @@
+#include "sim/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <vector>
+
+namespace skbsim::sim {
+namespace {
+
+double round_to(double v, int decimals) {
+  const double f = std::pow(10.0, decimals);
+  return std::round(v * f) / f;
+}
+
+std::string host_of_ns(const Scenario& sc, const std::string& ns) {
+  for (const auto& n : sc.spec.namespaces) {
+    if (n.name == ns) {
+      return n.host;
+    }
+  }
+  return {};
+}
+
+const HostResult* find_host(const RunResult& r, const std::string& name) {
+  for (const auto& h : r.hosts) {
+    if (h.name == name) {
+      return &h;
+    }
+  }
+  return nullptr;
+}
+
+struct ProfileRow {
+  Sym sym;
+  const LedgerCell* cell;
+};
+
+std::vector<ProfileRow> profile_rows(const HostResult& h) {
+  std::vector<ProfileRow> rows;
+  for (std::size_t i = 0; i < kSymCount; ++i) {
+    if (h.cells[i].calls > 0) {
+      rows.push_back({static_cast<Sym>(i), &h.cells[i]});
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const ProfileRow& a, const ProfileRow& b) {
+    return a.cell->cost_ps > b.cell->cost_ps;
+  });
+  return rows;
+}
+
+std::string fixed(double v, int decimals) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(decimals) << v;
+  return s.str();
+}
+
+}  // namespace
+
+const HostResult* local_host(const Scenario& sc, const RunResult& r) {
+  if (sc.reference && !sc.reference->host.empty()) {
+    return find_host(r, sc.reference->host);
+  }
+  if (!sc.spec.flows.empty()) {
+    return find_host(r, host_of_ns(sc, sc.spec.flows.front().from_ns));
+  }
+  return r.hosts.empty() ? nullptr : &r.hosts.front();
+}
+
+const HostResult* remote_host(const Scenario& sc, const RunResult& r) {
+  if (sc.reference && !sc.reference->remote_host.empty()) {
+    return find_host(r, sc.reference->remote_host);
+  }
+  if (!sc.spec.flows.empty()) {
+    const std::string h = host_of_ns(sc, sc.spec.flows.front().to_ns);
+    const HostResult* local = local_host(sc, r);
+    if (local != nullptr && local->name == h) {
+      return nullptr;
+    }
+    return find_host(r, h);
+  }
+  return nullptr;
+}
+
+nlohmann::ordered_json error_pct(const RunResult& r, const Reference& ref) {
+  nlohmann::ordered_json e = nlohmann::ordered_json::object();
+  auto rel = [](double predicted, double measured) {
+    return round_to(100.0 * (predicted - measured) / measured, 3);
+  };
+  const HostResult* local = nullptr;
+  const HostResult* remote = nullptr;
+  for (const auto& h : r.hosts) {
+    if (h.name == ref.host) {
+      local = &h;
+    }
+    if (h.name == ref.remote_host) {
+      remote = &h;
+    }
+  }
+  if (ref.throughput_mbps) {
+    e["throughput_mbps"] = rel(r.throughput_mbps, *ref.throughput_mbps);
+  }
+  if (ref.cpu_util_pct && local != nullptr) {
+    e["cpu_util_pct"] = rel(local->cpu_util_pct, *ref.cpu_util_pct);
+  }
+  if (ref.service_demand_us_per_kb && local != nullptr) {
+    e["service_demand_us_per_kb"] =
+        rel(local->service_demand_us_per_kb, *ref.service_demand_us_per_kb);
+  }
+  if (ref.remote_cpu_util_pct && remote != nullptr) {
+    e["remote_cpu_util_pct"] = rel(remote->cpu_util_pct, *ref.remote_cpu_util_pct);
+  }
+  if (ref.remote_service_demand_us_per_kb && remote != nullptr) {
+    e["remote_service_demand_us_per_kb"] =
+        rel(remote->service_demand_us_per_kb, *ref.remote_service_demand_us_per_kb);
+  }
+  return e;
+}
+
+nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool with_trace) {
+  using J = nlohmann::ordered_json;
+  const double ghz = sc.preset.clock_ghz();
+  J out;
+  out["schema"] = 1;
+  out["scenario"] = sc.name;
+  out["kernel"] = std::string(KernelModel::get(sc.spec.kernel).name);
+  out["preset"] = sc.preset.name();
+  out["seed"] = sc.spec.seed;
+  out["test"] = "TCP_STREAM";
+  out["elapsed_s"] = r.elapsed_s;
+  out["throughput_mbps"] = round_to(r.throughput_mbps, 3);
+  out["segments"] = r.segments;
+  J hosts = J::object();
+  for (const auto& h : r.hosts) {
+    J jh;
+    jh["cpus_counted"] = h.cpus_counted;
+    jh["cpu_util_pct"] = round_to(h.cpu_util_pct, 4);
+    jh["service_demand_us_per_kb"] = round_to(h.service_demand_us_per_kb, 4);
+    const double segs = r.segments > 0 ? static_cast<double>(r.segments) : 1.0;
+    J per = J::object();
+    per["bytes_copied"] = round_to(static_cast<double>(h.total.bytes_copied()) / segs, 3);
+    per["bytes_checksummed"] = round_to(static_cast<double>(h.total.bytes_checksummed()) / segs, 3);
+    per["allocs"] = round_to(static_cast<double>(h.total.allocs) / segs, 4);
+    per["cycles"] = round_to(static_cast<double>(h.total.cost_ps) * ghz / 1000.0 / segs, 2);
+    for (std::size_t i = 0; i < kSymCount; ++i) {
+      const LedgerCell& c = h.cells[i];
+      if (c.calls == 0) {
+        continue;
+      }
+      const std::string name(symbol_name(static_cast<Sym>(i)));
+      per[name + "_calls"] = round_to(static_cast<double>(c.calls) / segs, 4);
+      per[name + "_bytes"] = round_to(static_cast<double>(c.bytes()) / segs, 3);
+    }
+    jh["per_segment"] = std::move(per);
+    J prof = J::array();
+    const double total = static_cast<double>(h.total.cost_ps);
+    for (const ProfileRow& row : profile_rows(h)) {
+      prof.push_back({{"symbol", std::string(symbol_name(row.sym))},
+                      {"group", std::string(group_name(symbol_group(row.sym)))},
+                      {"calls", row.cell->calls},
+                      {"cycles", std::llround(static_cast<double>(row.cell->cost_ps) * ghz / 1000.0)},
+                      {"pct", total > 0 ? round_to(100.0 * static_cast<double>(row.cell->cost_ps) /
+                                                       total, 3)
+                                        : 0.0}});
+    }
+    jh["profile"] = std::move(prof);
+    hosts[h.name] = std::move(jh);
+  }
+  out["hosts"] = std::move(hosts);
+  J drops = J::object();
+  for (const auto& [k, v] : r.drops) {
+    drops[k] = v;
+  }
+  out["drops"] = std::move(drops);
+  J hz = J::array();
+  for (const Hazard& h : r.hazards) {
+    hz.push_back({{"kind", h.kind}, {"message", h.message}, {"where", h.where}});
+  }
+  out["hazards"] = std::move(hz);
+  out["conservation"] = {{"bytes_sent", r.total_bytes_sent},
+                         {"bytes_received", r.total_bytes_received},
+                         {"bytes_dropped", r.total_bytes_dropped},
+                         {"all_freed", r.pool_empty_at_end},
+                         {"busy_equals_ledger", r.total_busy_ps == r.total_ledger_ps}};
+  if (sc.reference) {
+    const Reference& ref = *sc.reference;
+    J jr;
+    jr["source"] = ref.source;
+    jr["tolerance_pct"] = ref.tolerance_pct;
+    jr["host"] = ref.host;
+    if (ref.throughput_mbps) {
+      jr["throughput_mbps"] = *ref.throughput_mbps;
+    }
+    if (ref.cpu_util_pct) {
+      jr["cpu_util_pct"] = *ref.cpu_util_pct;
+    }
+    if (ref.service_demand_us_per_kb) {
+      jr["service_demand_us_per_kb"] = *ref.service_demand_us_per_kb;
+    }
+    if (ref.remote_cpu_util_pct) {
+      jr["remote_cpu_util_pct"] = *ref.remote_cpu_util_pct;
+    }
+    out["reference"] = std::move(jr);
+    out["error_pct"] = error_pct(r, ref);
+  }
+  if (with_trace) {
+    J tr = J::array();
+    for (const TraceEntry& t : r.trace) {
+      tr.push_back({{"time_us", round_to(static_cast<double>(t.time) / kPsPerUs, 3)},
+                    {"host", t.host},
+                    {"context", t.ctx},
+                    {"what", t.what},
+                    {"skb", t.skb_id},
+                    {"bytes", t.bytes},
+                    {"cycles", std::llround(static_cast<double>(t.cost_ps) * ghz / 1000.0)}});
+    }
+    out["trace"] = std::move(tr);
+  }
+  return out;
+}
+
+void print_profile(std::ostream& out, const Scenario& sc, const RunResult& r, std::size_t rows) {
+  const double ghz = sc.preset.clock_ghz();
+  for (const auto& h : r.hosts) {
+    out << "\n# Host " << h.name << ": " << fixed(h.cpu_util_pct, 2) << "% of " << h.cpus_counted
+        << " CPUs, " << r.segments << " data segments\n";
+    out << "# Overhead       Calls   Calls/seg  Cycles/seg  Symbol\n";
+    const double total = static_cast<double>(h.total.cost_ps);
+    const double segs = r.segments > 0 ? static_cast<double>(r.segments) : 1.0;
+    std::size_t n = 0;
+    for (const ProfileRow& row : profile_rows(h)) {
+      if (n++ == rows) {
+        break;
+      }
+      const double pct = total > 0 ? 100.0 * static_cast<double>(row.cell->cost_ps) / total : 0;
+      out << std::setw(9) << fixed(pct, 2) << "%  " << std::setw(10) << row.cell->calls << "  "
+          << std::setw(9) << fixed(static_cast<double>(row.cell->calls) / segs, 3) << "  "
+          << std::setw(10)
+          << fixed(static_cast<double>(row.cell->cost_ps) * ghz / 1000.0 / segs, 1) << "  "
+          << symbol_name(row.sym) << "\n";
+    }
+  }
+}
+
+void print_trace(std::ostream& out, const RunResult& r) {
+  out << "\n# Life of the traced data segment (time, host, context, what, skb, bytes, cycles)\n";
+  for (const TraceEntry& t : r.trace) {
+    out << std::setw(12) << fixed(static_cast<double>(t.time) / kPsPerUs, 3) << " us  "
+        << std::left << std::setw(3) << t.host << " " << std::setw(14) << t.ctx << " "
+        << std::setw(40) << t.what << std::right << " skb#" << t.skb_id;
+    if (t.bytes != 0 && t.what.rfind("hop:", 0) != 0) {
+      out << "  " << t.bytes << " B";
+    }
+    out << "\n";
+  }
+}
+
+void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const ReportOptions& o) {
+  const HostResult* local = local_host(sc, r);
+  const HostResult* remote = remote_host(sc, r);
+  const FlowSpec* f = sc.spec.flows.empty() ? nullptr : &sc.spec.flows.front();
+  out << "MIGRATED TCP STREAM TEST (skbsim " << sc.name << ", kernel "
+      << KernelModel::get(sc.spec.kernel).name << ", preset " << sc.preset.name() << ")\n";
+  out << "Recv   Send    Send                          Utilization       Service Demand\n"
+         "Socket Socket  Message  Elapsed              Send     Recv     Send    Recv\n"
+         "Size   Size    Size     Time     Throughput  local    remote   local   remote\n"
+         "bytes  bytes   bytes    secs.    10^6bits/s  % S      % S      us/KB   us/KB\n\n";
+  out << std::setw(6) << (f ? f->rcvbuf : 0) << " " << std::setw(6) << (f ? f->sndbuf : 0) << " "
+      << std::setw(6) << (f ? f->send_size : 0) << "    " << std::setw(5) << fixed(r.elapsed_s, 2)
+      << "   " << std::setw(10) << fixed(r.throughput_mbps, 2) << "   " << std::setw(6)
+      << (local ? fixed(local->cpu_util_pct, 2) : "-1.00") << "   " << std::setw(6)
+      << (remote ? fixed(remote->cpu_util_pct, 2) : "-1.00") << "   " << std::setw(6)
+      << (local ? fixed(local->service_demand_us_per_kb, 3) : "-1.000") << "  " << std::setw(6)
+      << (remote ? fixed(remote->service_demand_us_per_kb, 3) : "-1.000") << "\n";
+  if (sc.reference) {
+    const Reference& ref = *sc.reference;
+    const auto err = error_pct(r, ref);
+    out << "\nMeasured (" << ref.source << "):\n";
+    auto line = [&](const char* what, const std::optional<double>& m, const char* key,
+                    double predicted) {
+      if (!m) {
+        return;
+      }
+      out << "  " << std::left << std::setw(28) << what << std::right << std::setw(10)
+          << fixed(*m, 2) << "  predicted " << std::setw(10) << fixed(predicted, 2)
+          << "  error " << std::showpos << fixed(err.value(key, 0.0), 1) << std::noshowpos
+          << "%  (tolerance " << fixed(ref.tolerance_pct, 0) << "%)\n";
+    };
+    line("throughput 10^6bits/s", ref.throughput_mbps, "throughput_mbps", r.throughput_mbps);
+    if (local != nullptr) {
+      line("local CPU %", ref.cpu_util_pct, "cpu_util_pct", local->cpu_util_pct);
+      line("local service demand us/KB", ref.service_demand_us_per_kb, "service_demand_us_per_kb",
+           local->service_demand_us_per_kb);
+    }
+    if (remote != nullptr) {
+      line("remote CPU %", ref.remote_cpu_util_pct, "remote_cpu_util_pct", remote->cpu_util_pct);
+    }
+  }
+  for (const Hazard& h : r.hazards) {
+    out << "\nHAZARD " << h.kind << " (" << h.where << "): " << h.message << "\n";
+  }
+  if (!r.drops.empty()) {
+    out << "\nDrops:";
+    for (const auto& [k, v] : r.drops) {
+      out << " " << k << "=" << v;
+    }
+    out << "\n";
+  }
+  if (o.profile) {
+    print_profile(out, sc, r, o.profile_rows);
+  }
+  if (o.trace) {
+    print_trace(out, r);
+  }
+}
+
+}  // namespace skbsim::sim

@@ -1,0 +1,35 @@
+#pragma once
+// report.hpp — what `skbsim run` prints and writes: the results JSON (docs/results.md), netperf's
+// own text layout, a perf-report-like profile per host, and the life of one traced segment.
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/run.hpp"
+#include "sim/scenario.hpp"
+
+namespace skbsim::sim {
+
+struct ReportOptions {
+  bool profile = false;  // include the per-host profile in the text output
+  bool trace = false;    // include the traced segment's life
+  std::size_t profile_rows = 25;
+};
+
+// Predicted - measured, in percent of measured, for every figure the reference has.
+nlohmann::ordered_json error_pct(const RunResult& r, const Reference& ref);
+// The whole result as JSON (schema 1, docs/results.md). Deterministic: ordered keys, no clocks.
+nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool with_trace);
+// netperf's TCP_STREAM -c -C layout, then the reference and the error, then profile/trace.
+void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const ReportOptions& o);
+void print_profile(std::ostream& out, const Scenario& sc, const RunResult& r, std::size_t rows);
+void print_trace(std::ostream& out, const RunResult& r);
+
+// The host whose CPU the reference (or, without one, the first flow's sender) describes.
+const HostResult* local_host(const Scenario& sc, const RunResult& r);
+const HostResult* remote_host(const Scenario& sc, const RunResult& r);
+
+}  // namespace skbsim::sim
