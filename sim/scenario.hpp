@@ -1,0 +1,113 @@
+#pragma once
+// scenario.hpp — scenario files (scenarios/*.json, docs/scenarios.md): one netperf-like run
+// described in JSON, read and validated in full into a plain ScenarioSpec before anything runs.
+//
+//   file.json --extends--> base.json --extends--> ...     each applied to its base as an
+//        \____________ RFC 7386 merge patch ____________/  RFC 7386 JSON Merge Patch
+//                             |
+//                  merged document --validate--> Scenario{spec, preset, reference}
+//
+// Every mistake is one InputError line, "FILE: /json/pointer: expected ..., got ...", where FILE
+// is the path as the user gave it; when the offending value came from an extended file, the line
+// ends with "(set in <that file>)". Cross-references are checked too: devices and namespaces that
+// exist, peers that name each other, and that every flow has a route both ways.
+//
+// The downside of validating everything up front is that the reader knows the model's rules
+// (which kernel has which device kind and feature); they are all in scenario.cpp.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/cost_preset.hpp"
+#include "sim/input_error.hpp"
+#include "sim/run.hpp"
+
+namespace skbsim::sim {
+
+// One measured figure of the reference block, by its JSON key.
+struct ReferenceFigure {
+  std::string key;  // "throughput_mbps", "cpu_util_pct", ...
+  double value = 0;
+};
+
+// The measurement a scenario reproduces (for the report's comparison and `skbsim calibrate`).
+struct Reference {
+  std::string source;  // where the figures come from (a mail, a paper, a run)
+  double tolerance_pct = 0;
+  std::string host;  // the host the CPU figures are for ("" when only throughput is given)
+  std::optional<double> throughput_mbps;
+  std::optional<double> cpu_util_pct;
+  std::optional<double> service_demand_us_per_kb;
+  std::optional<double> remote_cpu_util_pct;
+  std::optional<double> remote_service_demand_us_per_kb;
+  std::string remote_host;               // the host the remote_* figures are for
+  std::vector<std::string> profile_top;  // kernel symbols expected among the top N of `host`
+  std::uint32_t profile_top_n = 5;
+  std::vector<std::string> profile_absent;  // kernel symbols expected not to run at all on `host`
+
+  // The numeric figures present, in the order above.
+  std::vector<ReferenceFigure> figures() const;
+};
+
+struct Scenario {
+  std::string file;  // as the user gave it
+  std::string name;
+  std::string description;
+  ScenarioSpec spec;        // spec.cost = preset.model()
+  std::string preset_path;  // as resolved (relative to the current directory when `file` is)
+  CostPreset preset;
+  std::optional<Reference> reference;
+  nlohmann::ordered_json document;  // the merged document as read (no "extends"; "preset"
+                                    // relative to the directory of `file`)
+};
+
+// Reads `path`, follows "extends", validates everything and loads the preset.
+// Throws InputError (one line, naming the JSON pointer) on any mistake.
+Scenario load_scenario(const std::string& path);
+
+// The same from an already-merged document (what Scenario::document holds): `file` is only used
+// in error messages, relative preset paths resolve against `base_dir`. "extends" is an error here.
+Scenario scenario_from_json(const nlohmann::json& merged, const std::string& file,
+                            const std::string& base_dir);
+
+// The keys each object of the format accepts (docs/scenario.schema.json must list the same; a
+// test checks it).
+namespace scenario_keys {
+// Every object but the top level (which has "description") and a feature edit may carry a
+// "comment" string, ignored by the reader.
+inline constexpr std::array<std::string_view, 14> kTop = {
+    "schema", "name",       "description", "extends", "kernel",  "preset",        "seed",
+    "hosts",  "namespaces", "devices",     "traffic", "patches", "trace_segment", "reference"};
+inline constexpr std::array<std::string_view, 4> kHost = {"name", "cpus", "cpus_counted",
+                                                          "comment"};
+inline constexpr std::array<std::string_view, 6> kNamespace = {"name",      "host",   "ip_forward",
+                                                               "addresses", "routes", "comment"};
+inline constexpr std::array<std::string_view, 3> kRoute = {"to", "dev", "comment"};
+inline constexpr std::array<std::string_view, 13> kDevice = {
+    "name",  "kind",      "ns",       "peer",    "mtu",          "tx_queue_len", "features",
+    "model", "rate_mbps", "delay_us", "irq_cpu", "irq_delay_us", "comment"};
+inline constexpr std::array<std::string_view, 5> kNicOnly = {"model", "rate_mbps", "delay_us",
+                                                             "irq_cpu", "irq_delay_us"};
+inline constexpr std::array<std::string_view, 2> kFeatureEdit = {"add", "remove"};
+inline constexpr std::array<std::string_view, 5> kTraffic = {"test", "duration_s", "warmup_s",
+                                                             "flows", "comment"};
+inline constexpr std::array<std::string_view, 12> kFlow = {
+    "from", "to",         "to_addr",      "send_size", "sndbuf", "rcvbuf",
+    "mss",  "sender_cpu", "receiver_cpu", "count",     "expect", "comment"};
+inline constexpr std::array<std::string_view, 3> kPatches = {"skip_cow_from", "netfilter",
+                                                             "comment"};
+inline constexpr std::array<std::string_view, 13> kReference = {
+    "source",          "tolerance_pct",       "host",
+    "throughput_mbps", "cpu_util_pct",        "service_demand_us_per_kb",
+    "remote_host",     "remote_cpu_util_pct", "remote_service_demand_us_per_kb",
+    "profile_top",     "profile_top_n",       "profile_absent",
+    "comment"};
+}  // namespace scenario_keys
+
+}  // namespace skbsim::sim
