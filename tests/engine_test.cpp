@@ -366,8 +366,11 @@ TEST(EngineAccounting, ScenarioUtilisationIsBusyOverCpusTimesElapsed) {
     EXPECT_NEAR(h.cpu_util_pct, expect, 1e-9 * expect);
     EXPECT_GT(h.cpu_util_pct, 0.0);
     EXPECT_LE(h.cpu_util_pct, 100.0);
-    // Busy time in the window is the window's priced ledger total on that host.
-    EXPECT_EQ(h.busy_ps, h.total.cost_ps);
+    // Busy time in the window is the window's priced ledger total on that host, up to the tasks
+    // straddling the window's edges (busy time counts them as their time passes, /proc/stat
+    // style; the ledger when they run): at most one per CPU per edge, well under 1% here.
+    EXPECT_NEAR(static_cast<double>(h.busy_ps), static_cast<double>(h.total.cost_ps),
+                0.01 * static_cast<double>(h.total.cost_ps));
   }
   // Over the whole run, busy time and priced ledger time agree.
   EXPECT_EQ(r.total_busy_ps, r.total_ledger_ps);
