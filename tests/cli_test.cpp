@@ -1,0 +1,113 @@
+// The scenario commands of the `skbsim` binary (sim/commands.cpp): run, validate, calibrate —
+// exit codes, outputs written completely or not at all, one error line for bad input.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using skbsim::testing::Invocation;
+using skbsim::testing::run_batch;
+using skbsim::testing::slurp;
+using skbsim::testing::TempDir;
+
+const fs::path kSource = SKBSIM_SOURCE_DIR;
+
+Invocation skbsim(const std::vector<std::string>& args) {
+  return run_batch(SKBSIM_BINARY, kSource, {args}).front();
+}
+
+// Every broken scenario fixture: exit 2, exactly its one expected line on stderr, nothing on
+// stdout, and no output directory left behind.
+TEST(RunCommand, EveryBrokenScenarioGivesItsOneLineExitTwoAndWritesNothing) {
+  TempDir tmp;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(kSource / "tests/data/scenarios/bad")) {
+    if (e.path().extension() == ".json") {
+      names.push_back(e.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  ASSERT_GE(names.size(), 20U);
+  std::vector<std::vector<std::string>> cases;
+  for (const std::string& n : names) {
+    cases.push_back({"run", "tests/data/scenarios/bad/" + n + ".json", "--out",
+                     (tmp.path() / n).string()});
+  }
+  const auto runs = run_batch(SKBSIM_BINARY, kSource, cases);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    std::string expected = slurp(kSource / "tests/data/scenarios/bad" / (names[i] + ".expected"));
+    while (!expected.empty() && expected.back() == '\n') {
+      expected.pop_back();
+    }
+    EXPECT_EQ(runs[i].exit_code, 2);
+    EXPECT_EQ(runs[i].out, "");
+    EXPECT_EQ(runs[i].err, expected + "\n");
+    EXPECT_FALSE(fs::exists(tmp.path() / names[i]));
+    EXPECT_FALSE(fs::exists(tmp.path() / (names[i] + ".partial")));
+  }
+}
+
+TEST(RunCommand, WritesResultJsonAndTextCompletely) {
+  TempDir tmp;
+  const fs::path out = tmp.path() / "res";
+  const Invocation r = skbsim({"run", "tests/data/scenarios/good/2007-container.json", "--out",
+                               out.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(out / "result.json"));
+  EXPECT_EQ(nlohmann::json::parse(r.out), j);
+  EXPECT_GT(j.at("throughput_mbps").get<double>(), 0.0);
+  EXPECT_TRUE(j.at("conservation").at("all_freed").get<bool>());
+  EXPECT_TRUE(j.at("hosts").at("A").contains("per_segment"));
+  EXPECT_NE(slurp(out / "result.txt").find("Throughput"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out.string() + ".partial"));
+}
+
+TEST(RunCommand, BadFlagsPrintUsageAndExitTwo) {
+  const Invocation r = skbsim({"run", "--no-such-flag"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("Usage: skbsim run"), std::string::npos);
+}
+
+TEST(RunCommand, EverySubcommandHasHelp) {
+  const auto runs = run_batch(SKBSIM_BINARY, kSource,
+                              {{"--help"}, {"run", "--help"}, {"validate", "--help"},
+                               {"calibrate", "--help"}, {"ops", "--help"}});
+  for (const Invocation& r : runs) {
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("Usage: skbsim"), std::string::npos) << r.out;
+  }
+}
+
+// validate exits 0 when every figure is within the stated tolerance and 1 when one is not: copies
+// of a good fixture get a reference equal to its own prediction, then an absurd one.
+TEST(ValidateCommand, ExitsOneBeyondToleranceAndZeroWithin) {
+  const std::string fixture = "tests/data/scenarios/good/2007-container.json";
+  const Invocation run = skbsim({"run", fixture, "--format", "json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto result = nlohmann::json::parse(run.out);
+  auto doc = nlohmann::json::parse(slurp(kSource / fixture));
+  doc["reference"]["throughput_mbps"] = result.at("throughput_mbps");
+  doc["reference"]["cpu_util_pct"] = result.at("hosts").at("A").at("cpu_util_pct");
+  doc["reference"]["tolerance_pct"] = 1;
+  // The copies sit beside the fixture so that its relative "extends" resolves the same way.
+  const fs::path within = kSource / "tests/data/scenarios/good/zz-within.json.tmp";
+  std::ofstream(within) << doc.dump(2);
+  doc["reference"]["throughput_mbps"] = 1.0;
+  const fs::path beyond = kSource / "tests/data/scenarios/good/zz-beyond.json.tmp";
+  std::ofstream(beyond) << doc.dump(2);
+  const auto runs = run_batch(SKBSIM_BINARY, kSource,
+                              {{"validate", within.string()}, {"validate", beyond.string()}});
+  fs::remove(within);
+  fs::remove(beyond);
+  EXPECT_EQ(runs[0].exit_code, 0) << runs[0].out << runs[0].err;
+  EXPECT_EQ(runs[1].exit_code, 1) << runs[1].out << runs[1].err;
+  EXPECT_NE(runs[1].out.find("NO"), std::string::npos) << runs[1].out;
+}
+
+}  // namespace
