@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/process.hpp"
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -53,76 +54,14 @@ fs::path data_dir() {
   return source_dir() / "tests" / "data" / "ops";
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using skbsim::testing::Invocation;
+using skbsim::testing::slurp;
+using skbsim::testing::TempDir;
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return q + "'";
-}
-
-struct Invocation {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// A scratch directory, removed with the object.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("skbsim_ops_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// Runs `skbsim <args>` for each element of `cases`, all in `cwd` and in parallel.
+// Runs `skbsim <args>` for each element of `cases`, all in `cwd`.
 std::vector<Invocation> run_skbsim(const fs::path& cwd,
                                    const std::vector<std::vector<std::string>>& cases) {
-  TempDir tmp;
-  std::string script = "cd " + shell_quote(cwd.string()) + " || exit 99\n";
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const std::string base = (tmp.path() / std::to_string(i)).string();
-    std::string cmd = shell_quote(SKBSIM_BINARY);
-    for (const std::string& a : cases[i]) {
-      cmd += " " + shell_quote(a);
-    }
-    script += "( " + cmd + " >" + shell_quote(base + ".out") + " 2>" + shell_quote(base + ".err") +
-              " </dev/null; echo $? >" + shell_quote(base + ".rc") + " ) &\n";
-  }
-  script += "wait\n";
-  const fs::path script_path = tmp.path() / "run.sh";
-  std::ofstream(script_path) << script;
-  const int status = std::system(("/bin/sh " + shell_quote(script_path.string())).c_str());
-  EXPECT_EQ(status, 0) << "the batch script failed";
-  std::vector<Invocation> runs(cases.size());
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const fs::path base = tmp.path() / std::to_string(i);
-    runs[i].out = slurp(base.string() + ".out");
-    runs[i].err = slurp(base.string() + ".err");
-    const std::string rc = slurp(base.string() + ".rc");
-    runs[i].exit_code = rc.empty() ? -1 : std::stoi(rc);
-  }
-  return runs;
+  return skbsim::testing::run_batch(SKBSIM_BINARY, cwd, cases);
 }
 
 Invocation run_one(const fs::path& cwd, const std::vector<std::string>& args) {
