@@ -24,7 +24,7 @@ bool NicDevice::xmit(Net& net, ExecCtx& ctx, Skb& skb) {
     return false;  // netif_stop_queue: the qdisc keeps the skb
   }
   net.charge(ctx, &skb, {.sym = Sym::kE1000XmitFrame});
-  net.hop(ctx, skb, "xmit " + name());
+  net.hop(ctx, skb, "xmit ", name());
   OpCtx o = net.op(ctx);
   if (skb.shinfo().gso_size != 0) {
     // e1000_tso rewrites the IP and TCP headers: 2.6.20 pskb_expand_head when the header is
@@ -122,7 +122,7 @@ void NicDevice::poll(Net& net, ExecCtx& ctx) {
       Skb& s = tx_done_.front();
       tx_done_.pop_front();
       --ring_used_;
-      net.hop(ctx, s, "tx done " + name());
+      net.hop(ctx, s, "tx done ", name());
       net.free_skb(ctx, s);  // dev_kfree_skb_any (2.6.20 kfree_skb; 6.x consume)
     }
     if (queue_stopped) {
@@ -193,7 +193,7 @@ void NicDevice::poll(Net& net, ExecCtx& ctx) {
     skb->ip_summed = rxcsum ? IpSummed::kUnnecessary : IpSummed::kNone;
     net.charge(ctx, skb, {.sym = Sym::kEthTypeTrans});
     (void)ops::pull(o, *skb, kEthHeader);
-    net.hop(ctx, *skb, "rx " + name());
+    net.hop(ctx, *skb, "rx ", name());
     if (p_.modern && (features & feat::kGro) != 0 && payload > 0) {
       gro = skb;
       continue;

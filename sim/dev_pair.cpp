@@ -7,7 +7,7 @@ namespace skbsim::sim {
 
 bool PairDevice::xmit(Net& net, ExecCtx& ctx, Skb& skb) {
   net.charge(ctx, &skb, {.sym = xmit_symbol()});
-  net.hop(ctx, skb, "xmit " + name() + " -> " + peer->name());
+  net.hop(ctx, skb, "xmit ", name(), " -> ", peer->name());
   OpCtx o = net.op(ctx);
   if (net.v2620()) {
     // 2007 veth/etun xmit: skb_orphan (the sender's socket is uncharged now), PACKET_HOST,
@@ -31,7 +31,7 @@ bool PairDevice::xmit(Net& net, ExecCtx& ctx, Skb& skb) {
 
 bool VenetDevice::xmit(Net& net, ExecCtx& ctx, Skb& skb) {
   net.charge(ctx, &skb, {.sym = Sym::kVenetXmit});
-  net.hop(ctx, skb, "xmit " + name() + " -> " + peer->name());
+  net.hop(ctx, skb, "xmit ", name(), " -> ", peer->name());
   OpCtx o = net.op(ctx);
   // OpenVZ venet_xmit: no hard header to strip; the sender is uncharged (orphan), and the
   // checksum rule is that of the 2007 virtual devices.
@@ -45,7 +45,7 @@ bool VenetDevice::xmit(Net& net, ExecCtx& ctx, Skb& skb) {
 
 bool LoopbackDevice::xmit(Net& net, ExecCtx& ctx, Skb& skb) {
   net.charge(ctx, &skb, {.sym = Sym::kLoopbackXmit});
-  net.hop(ctx, skb, "xmit " + name());
+  net.hop(ctx, skb, "xmit ", name());
   OpCtx o = net.op(ctx);
   ops::orphan(o, skb);
   if (net.v2620()) {

@@ -62,11 +62,15 @@ void Cpu::dispatch() {
     const Time cost = t.ctx->ledger().take_pending_ps();
     busy_ps_ += cost;
     task_end_ = e.now_ + cost;
-    auto conts = std::exchange(e.continuations_, {});
-    e.at(e.now_ + cost, [this, conts = std::move(conts)]() mutable {
-      for (auto& c : conts) {
+    // The task's hand-offs wait in this CPU (one task runs at a time) until its time has passed;
+    // the completion event captures only `this`, so scheduling it allocates nothing.
+    conts_.swap(e.continuations_);
+    e.at(e.now_ + cost, [this] {
+      running_conts_.swap(conts_);
+      for (auto& c : running_conts_) {
         c();
       }
+      running_conts_.clear();
       finished();
     });
     return;

@@ -87,6 +87,8 @@ class Cpu {
   std::array<std::deque<Task>, 3> queues_;
   bool running_ = false;
   bool kick_pending_ = false;
+  std::vector<std::function<void()>> conts_;          // the running task's hand-offs
+  std::vector<std::function<void()>> running_conts_;  // being run at its completion
   Time busy_ps_ = 0;      // including the whole of the running task
   Time task_end_ = 0;     // when the running task's time ends
 };

@@ -187,23 +187,21 @@ void Net::charge(ExecCtx& ctx, const Skb* skb, const Work& w) {
   }
 }
 
-void Net::hop(ExecCtx& ctx, const Skb& skb, const std::string& what) {
-  if (skb.traced()) {
-    record_trace({.time = engine_.now(),
-                  .host = host_of(ctx).name,
-                  .ctx = ctx.name(),
-                  .what = "hop: " + what,
-                  .skb_id = skb.id(),
-                  .bytes = skb.len(),
-                  .cost_ps = 0});
-  }
+void Net::record_hop(ExecCtx& ctx, const Skb& skb, const std::string& what) {
+  record_trace({.time = engine_.now(),
+                .host = host_of(ctx).name,
+                .ctx = ctx.name(),
+                .what = "hop: " + what,
+                .skb_id = skb.id(),
+                .bytes = skb.len(),
+                .cost_ps = 0});
 }
 
 void Net::drop(ExecCtx& ctx, Skb& skb, DropReason why) {
   ++drops_[static_cast<std::size_t>(why)];
   const PacketMeta& m = meta(skb);
   dropped_payload_ += m.end_seq - m.seq;
-  hop(ctx, skb, "drop: " + std::string(drop_reason_name(why)));
+  hop(ctx, skb, "drop: ", drop_reason_name(why));
   OpCtx o = op(ctx);
   ops::kfree_skb(o, skb);
 }

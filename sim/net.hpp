@@ -198,7 +198,17 @@ class Net {
   OpCtx op(ExecCtx& ctx) noexcept { return OpCtx(*kernel_, pool_, ctx.ledger()); }
   void charge(ExecCtx& ctx, const Skb* skb, const Work& w);
   void charge(ExecCtx& ctx, Sym s) { charge(ctx, nullptr, Work{.sym = s}); }
-  void hop(ExecCtx& ctx, const Skb& skb, const std::string& what);
+  // A hop in a traced skb's life ("<what> <a> <b> ..."); the text is built only when the skb is
+  // traced, so untraced packets pay one branch.
+  template <typename... Parts>
+  void hop(ExecCtx& ctx, const Skb& skb, const Parts&... parts) {
+    if (skb.traced()) {
+      std::string what;
+      ((what += parts), ...);
+      record_hop(ctx, skb, what);
+    }
+  }
+  void record_hop(ExecCtx& ctx, const Skb& skb, const std::string& what);
 
   // ip_queue_xmit + ip_output + ip_finish_output2 for a locally generated skb.
   void ip_queue_xmit(ExecCtx& ctx, Namespace& ns, Skb& skb);

@@ -174,7 +174,7 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
 
 void Net::dev_queue_xmit(ExecCtx& ctx, Device& dev, Skb& skb) {
   charge(ctx, &skb, {.sym = Sym::kDevQueueXmit});
-  hop(ctx, skb, "dev_queue_xmit " + dev.name());
+  hop(ctx, skb, "dev_queue_xmit ", dev.name());
   OpCtx o = op(ctx);
   // Software fix-ups (2.6.20 dev_queue_xmit; 6.x validate_xmit_skb). A GSO skb the device cannot
   // take is segmented (2.6.20: in dev_hard_start_xmit) and each segment goes on alone.
@@ -283,7 +283,7 @@ void Net::netif_receive_skb(ExecCtx& ctx, Device& dev, Skb& skb) {
 void Net::ip_rcv(ExecCtx& ctx, Device& dev, Skb& skb) {
   charge(ctx, &skb, {.sym = Sym::kIpRcv});
   Namespace& ns = *dev.ns;
-  hop(ctx, skb, "ip_rcv " + ns.name + " via " + dev.name());
+  hop(ctx, skb, "ip_rcv ", ns.name, " via ", dev.name());
   OpCtx o = op(ctx);
   Skb* s = ops::share_check(o, skb);
   if (s == nullptr) {

@@ -149,7 +149,7 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   } else {
     ++s.stats.acks_out;
   }
-  net.hop(ctx, *c, "tcp_transmit_skb " + s.ns->name);
+  net.hop(ctx, *c, "tcp_transmit_skb ", s.ns->name);
   net.ip_queue_xmit(ctx, *s.ns, *c);
 }
 

@@ -65,9 +65,18 @@ void SkbPool::retire_companion(Skb* skb) noexcept {
 
 DataBuf* SkbPool::take_buf() {
   DataBuf* b = take_from(bufs_);
-  const std::uint32_t gen = b->gen;
-  *b = DataBuf{};
-  b->gen = gen;
+  // Reset what a fresh buffer's readers look at; frags[] beyond nr_frags are never read.
+  b->shinfo.dataref = 1;
+  b->shinfo.nr_frags = 0;
+  b->shinfo.gso_size = 0;
+  b->shinfo.gso_segs = 0;
+  b->shinfo.gso_type = 0;
+  b->shinfo.frag_list = nullptr;
+  b->end = 0;
+  b->alloc_bytes = 0;
+  b->payload_start = 0;
+  b->small_head = false;
+  b->next_free = nullptr;
   b->id = next_id_++;
   b->live = true;
   ++live_bufs_;
