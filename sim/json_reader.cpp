@@ -8,7 +8,15 @@
 namespace skbsim::sim {
 namespace {
 
-std::string escape_token(std::string_view key) {
+std::string format_number(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
+std::string json_pointer_token(std::string_view key) {
   std::string out;
   for (char c : key) {
     if (c == '~') {
@@ -21,14 +29,6 @@ std::string escape_token(std::string_view key) {
   }
   return out;
 }
-
-std::string format_number(double v) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
-}  // namespace
 
 nlohmann::json load_json_file(const std::string& path, const std::string& shown_as) {
   std::ifstream in(path, std::ios::binary);
@@ -88,10 +88,10 @@ JsonReader JsonReader::child(std::string_view key) const {
   }
   auto it = node_->find(std::string(key));
   if (it == node_->end()) {
-    throw InputError(file_, pointer_ + "/" + escape_token(key),
+    throw InputError(file_, pointer_ + "/" + json_pointer_token(key),
                      "expected key \"" + std::string(key) + "\", got nothing");
   }
-  return JsonReader(*it, file_, pointer_ + "/" + escape_token(key));
+  return JsonReader(*it, file_, pointer_ + "/" + json_pointer_token(key));
 }
 
 std::optional<JsonReader> JsonReader::optional_child(std::string_view key) const {
@@ -220,7 +220,7 @@ void JsonReader::reject_unknown_keys(std::initializer_list<std::string_view> kno
         list += list.empty() ? "" : ", ";
         list += std::string(k);
       }
-      throw InputError(file_, pointer_ + "/" + escape_token(it.key()),
+      throw InputError(file_, pointer_ + "/" + json_pointer_token(it.key()),
                        "expected one of the keys " + list + ", got unknown key \"" + it.key() +
                            "\"");
     }

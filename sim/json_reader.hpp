@@ -16,6 +16,9 @@
 
 namespace skbsim::sim {
 
+// One RFC 6901 reference token: "~" -> "~0", "/" -> "~1".
+std::string json_pointer_token(std::string_view key);
+
 // Parses `path` (InputError with line:column on a syntax error, or when it cannot be read).
 nlohmann::json load_json_file(const std::string& path, const std::string& shown_as);
 

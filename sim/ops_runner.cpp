@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/input_error.hpp"
+#include "sim/json_reader.hpp"
 #include "skbsim/bug.hpp"
 #include "skbsim/ledger.hpp"
 #include "skbsim/skb.hpp"
@@ -256,19 +257,7 @@ std::vector<std::string_view> op_keys(const OpSpec& spec, const KernelModel& k) 
 // ---- validation -------------------------------------------------------------------------------
 
 // RFC 6901: "~" -> "~0", "/" -> "~1".
-std::string escape_key(std::string_view key) {
-  std::string s;
-  for (char c : key) {
-    if (c == '~') {
-      s += "~0";
-    } else if (c == '/') {
-      s += "~1";
-    } else {
-      s += c;
-    }
-  }
-  return s;
-}
+std::string escape_key(std::string_view key) { return json_pointer_token(key); }
 
 std::string json_quote(std::string_view s) {
   return Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);

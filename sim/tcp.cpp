@@ -23,6 +23,18 @@ void submit(ExecCtx& ctx, std::function<void()> fn) { ctx.cpu().submit({&ctx, st
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s);
 void sendmsg_task(Net& net, TcpSock& s);
 
+// The addresses, ports and flags of a segment this socket sends.
+PacketMeta segment_meta(const TcpSock& s, std::uint8_t flags) {
+  PacketMeta m;
+  m.saddr = s.saddr;
+  m.daddr = s.daddr;
+  m.sport = s.sport;
+  m.dport = s.dport;
+  m.proto = 6;
+  m.flags = flags;
+  return m;
+}
+
 // skb_entail(): a new segment skb on the write queue, header released.
 Skb* new_segment(Net& net, ExecCtx& ctx, TcpSock& s) {
   OpCtx o = net.op(ctx);
@@ -36,13 +48,7 @@ Skb* new_segment(Net& net, ExecCtx& ctx, TcpSock& s) {
   skb->ip_summed = csum ? IpSummed::kPartial : IpSummed::kNone;
   skb->protocol = 0x0800;
   PacketMeta& m = meta(*skb);
-  m = PacketMeta{};
-  m.saddr = s.saddr;
-  m.daddr = s.daddr;
-  m.sport = s.sport;
-  m.dport = s.dport;
-  m.proto = 6;
-  m.flags = kFlagData | kFlagAck;
+  m = segment_meta(s, kFlagData | kFlagAck);
   m.seq = m.end_seq = s.write_seq;
   // Data segments are numbered from 1 in sequence order; the traced one marks its skb.
   m.trace_seg = s.write_seq / s.params.mss + 1;
@@ -244,14 +250,7 @@ void tcp_send_ack(Net& net, ExecCtx& ctx, TcpSock& s) {
   skb->ip_summed = net.v2620() ? IpSummed::kNone : IpSummed::kPartial;
   skb->protocol = 0x0800;
   PacketMeta& m = meta(*skb);
-  m = PacketMeta{};
-  m.saddr = s.saddr;
-  m.daddr = s.daddr;
-  m.sport = s.sport;
-  m.dport = s.dport;
-  m.proto = 6;
-  m.flags = kFlagAck;
-  m.seq = m.end_seq = 0;
+  m = segment_meta(s, kFlagAck);
   m.ack = s.rcv_nxt;
   m.wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
   s.last_adv_wnd = m.wnd;
