@@ -402,7 +402,12 @@ int run_calibrate(const std::vector<std::string>& args) {
         }
       }
     }
-    const std::string out = f.preset.to_json(fit_record(f, command)).dump(2) + "\n";
+    nlohmann::ordered_json fitted = f.preset.to_json(fit_record(f, command));
+    const std::string name = start.name();
+    if (name.size() < 7 || name.compare(name.size() - 7, 7, "-fitted") != 0) {
+      fitted["name"] = name + "-fitted";  // results name the preset they were computed with
+    }
+    const std::string out = fitted.dump(2) + "\n";
     if (vm.count("out") != 0) {
       write_file_atomically(vm["out"].as<std::string>(), out);
       std::cout << "\nwrote " << vm["out"].as<std::string>() << "\n";
