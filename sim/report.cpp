@@ -244,17 +244,28 @@ void print_profile(std::ostream& out, const Scenario& sc, const RunResult& r, st
   }
 }
 
-void print_trace(std::ostream& out, const RunResult& r) {
-  out << "\n# Life of the traced data segment (time, host, context, what, skb, bytes, cycles)\n";
+void print_trace(std::ostream& out, const Scenario& sc, const RunResult& r) {
+  const double ghz = sc.preset.clock_ghz();
+  out << "\n# Life of the traced data segment: time (task start), host, context, kernel function\n"
+         "# or hop, skb (clones and copies have their own), cycles charged, bytes handled\n";
+  std::int64_t total_ps = 0;
   for (const TraceEntry& t : r.trace) {
     out << std::setw(12) << fixed(static_cast<double>(t.time) / kPsPerUs, 3) << " us  "
         << std::left << std::setw(3) << t.host << " " << std::setw(14) << t.ctx << " "
-        << std::setw(40) << t.what << std::right << " skb#" << t.skb_id;
-    if (t.bytes != 0 && t.what.rfind("hop:", 0) != 0) {
-      out << "  " << t.bytes << " B";
+        << std::setw(40) << t.what << std::right << " skb#" << std::setw(7) << std::left
+        << t.skb_id << std::right;
+    if (t.what.rfind("hop:", 0) != 0) {
+      out << std::setw(8) << std::llround(static_cast<double>(t.cost_ps) * ghz / 1000.0)
+          << " cyc";
+      if (t.bytes != 0) {
+        out << "  " << t.bytes << " B";
+      }
     }
+    total_ps += t.cost_ps;
     out << "\n";
   }
+  out << "# total: " << std::llround(static_cast<double>(total_ps) * ghz / 1000.0)
+      << " cycles charged to this segment's skbs\n";
 }
 
 void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const ReportOptions& o) {
@@ -312,7 +323,7 @@ void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const
     print_profile(out, sc, r, o.profile_rows);
   }
   if (o.trace) {
-    print_trace(out, r);
+    print_trace(out, sc, r);
   }
 }
 

@@ -26,7 +26,7 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
 // netperf's TCP_STREAM -c -C layout, then the reference and the error, then profile/trace.
 void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const ReportOptions& o);
 void print_profile(std::ostream& out, const Scenario& sc, const RunResult& r, std::size_t rows);
-void print_trace(std::ostream& out, const RunResult& r);
+void print_trace(std::ostream& out, const Scenario& sc, const RunResult& r);
 
 // The host whose CPU the reference (or, without one, the first flow's sender) describes.
 const HostResult* local_host(const Scenario& sc, const RunResult& r);
