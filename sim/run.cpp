@@ -219,17 +219,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     h.busy_ps = snap1[i].first - snap0[i].first;
     for (std::size_t s = 0; s < kSymCount; ++s) {
       LedgerCell c = snap1[i].second[s];
-      const LedgerCell& a = snap0[i].second[s];
-      c.calls -= a.calls;
-      c.copied -= a.copied;
-      c.summed -= a.summed;
-      c.fused -= a.fused;
-      c.page_refs -= a.page_refs;
-      c.allocs -= a.allocs;
-      c.alloc_bytes -= a.alloc_bytes;
-      c.frees -= a.frees;
-      c.free_bytes -= a.free_bytes;
-      c.cost_ps -= a.cost_ps;
+      c.subtract(snap0[i].second[s]);
       h.cells[s] = c;
       h.total.add(c);
     }

@@ -15,6 +15,19 @@ void LedgerCell::add(const LedgerCell& o) noexcept {
   cost_ps += o.cost_ps;
 }
 
+void LedgerCell::subtract(const LedgerCell& o) noexcept {
+  calls -= o.calls;
+  copied -= o.copied;
+  summed -= o.summed;
+  fused -= o.fused;
+  page_refs -= o.page_refs;
+  allocs -= o.allocs;
+  alloc_bytes -= o.alloc_bytes;
+  frees -= o.frees;
+  free_bytes -= o.free_bytes;
+  cost_ps -= o.cost_ps;
+}
+
 LedgerCell Ledger::total() const noexcept {
   LedgerCell t;
   for (const auto& c : cells_) {

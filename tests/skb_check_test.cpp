@@ -12,19 +12,14 @@
 #include "skbsim/ledger.hpp"
 #include "skbsim/skb_ops.hpp"
 #include "skbsim/skb_pool.hpp"
+#include "tests/support/model_env.hpp"
 
 namespace skbsim {
 namespace {
 
 using V = KernelVersion;
 
-struct Env {
-  explicit Env(V v) : k(KernelModel::get(v)), ctx(k, pool, ledger) {}
-  const KernelModel& k;
-  SkbPool pool;
-  Ledger ledger;
-  OpCtx ctx;
-};
+using Env = testing::ModelEnv;
 
 // The reason text, or "" when healthy.
 std::string reason(const std::optional<std::string>& r) { return r ? *r : std::string(); }

@@ -22,6 +22,8 @@
 #include "skbsim/skb_check.hpp"
 #include "skbsim/skb_pool.hpp"
 
+#include "tests/support/model_env.hpp"
+
 namespace skbsim {
 
 // Parameterised test names print the version, not a byte dump.
@@ -35,12 +37,8 @@ using V = KernelVersion;
 
 // ---- harness ----------------------------------------------------------------------------------
 
-struct Env {
-  explicit Env(V v) : k(KernelModel::get(v)), ctx(k, pool, ledger) {}
-  const KernelModel& k;
-  SkbPool pool;
-  Ledger ledger;
-  OpCtx ctx;
+struct Env : testing::ModelEnv {
+  explicit Env(V v) : ModelEnv(v) {}
 
   bool v2620() const { return k.version == V::k2_6_20; }
   std::uint64_t calls(Sym s) const { return ledger.cell(s).calls; }

@@ -44,6 +44,7 @@ struct LedgerCell {
   std::int64_t cost_ps = 0;
 
   void add(const LedgerCell& o) noexcept;
+  void subtract(const LedgerCell& o) noexcept;  // o must be an earlier snapshot of this cell
   // bytes_copied / bytes_checksummed as the reports define them (fused counts in both).
   std::uint64_t bytes_copied() const noexcept { return copied + fused; }
   std::uint64_t bytes_checksummed() const noexcept { return summed + fused; }

@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "skbsim/skb_ops.hpp"
+#include "tests/support/model_env.hpp"
 
 namespace {
 
@@ -14,12 +15,7 @@ using skbsim::Skb;
 using skbsim::SkbPool;
 namespace ops = skbsim::ops;
 
-struct Fixture {
-  explicit Fixture(KernelVersion v) : ctx(KernelModel::get(v), pool, ledger) {}
-  SkbPool pool;
-  Ledger ledger;
-  OpCtx ctx;
-};
+using Fixture = skbsim::testing::ModelEnv;
 
 KernelVersion version_of(const benchmark::State& s) {
   return s.range(0) == 0 ? KernelVersion::k2_6_20 : KernelVersion::k6x;
