@@ -3,6 +3,8 @@
 // a NIC, its wire and receive interrupt); one .cpp each (dev_nic.cpp, dev_pair.cpp, ...).
 
 #include <deque>
+#include <utility>
+#include <vector>
 
 #include "sim/net.hpp"
 
@@ -86,6 +88,37 @@ class LoopbackDevice final : public Device {
   }
   bool xmit(Net& net, ExecCtx& ctx, Skb& skb) override;
   Sym xmit_symbol() const noexcept override { return Sym::kLoopbackXmit; }
+};
+
+// A Linux bridge (net/bridge): its ports are devices of its namespace whose received frames it
+// forwards by a learning forwarding database (br_handle_frame -> br_forward -> dev_queue_xmit on
+// the port, the Ethernet header reused: no copy, no TTL, no skb_cow), or passes up to its own
+// namespace when they are for one of its addresses (br_pass_frame_up). Locally sent packets
+// routed to the bridge go out of the port that the database names (br_dev_xmit -> br_deliver).
+// The database is the converged one (bridge_fdb() in run.hpp), keyed by IPv4 address where the
+// kernel keys MAC addresses; br_fdb_update still refreshes it from each frame's source. An
+// address it does not hold is flooded to every other port (br_flood).
+class BridgeDevice final : public Device {
+ public:
+  explicit BridgeDevice(std::string name) : Device(std::move(name), DevKind::kBridge) {
+    tx_queue_len = 0;
+  }
+  bool xmit(Net& net, ExecCtx& ctx, Skb& skb) override;
+  Sym xmit_symbol() const noexcept override { return Sym::kBrDevXmit; }
+  bool handle_frame(Net& net, ExecCtx& ctx, Device& in, Skb& skb) override;
+  void add_port(Device& port);
+  void add_fdb(std::uint32_t addr, Device& port) { learn(addr, port); }
+  const std::vector<Device*>& ports() const noexcept { return ports_; }
+
+ private:
+  Device* fdb_get(Net& net, ExecCtx& ctx, const Skb& skb, std::uint32_t addr) const;
+  void learn(std::uint32_t addr, Device& port);
+  // br_forward / br_deliver to one port, or br_flood to all but `except`.
+  void forward(Net& net, ExecCtx& ctx, Device& to, Skb& skb, bool from_port);
+  void flood(Net& net, ExecCtx& ctx, const Device* except, Skb& skb, bool from_port);
+
+  std::vector<Device*> ports_;
+  std::vector<std::pair<std::uint32_t, Device*>> fdb_;  // address -> port (few entries)
 };
 
 // Default features per device kind and kernel version (kernel-skb-facts.md §6.3).

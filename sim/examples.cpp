@@ -87,4 +87,36 @@ ScenarioSpec container_veth_6x(const CostModel& cost, bool veth_offloads) {
   return s;
 }
 
+ScenarioSpec bridged(ScenarioSpec s) {
+  const bool old = s.kernel == KernelVersion::k2_6_20;
+  const std::string port = old ? "A/etun0" : "A/veth0";
+  const std::string inner = old ? "A/etun1" : "A/veth1";
+  const std::uint32_t ct = ipv4(10, 0, 0, 3);
+  for (NamespaceSpec& n : s.namespaces) {
+    if (n.name == "A/root") {
+      n.ip_forward = false;
+      n.routes = {{ipv4(10, 0, 0, 0), 24, "A/br0"}};
+    } else if (n.name == "A/ct") {
+      n.addresses = {ct};
+      n.routes = {{ipv4(10, 0, 0, 0), 24, inner}};
+    }
+  }
+  s.devices.push_back({.name = "A/br0", .kind = DevKind::kBridge, .ns = "A/root",
+                       .ports = {port, "A/eth0"}});
+  for (FlowSpec& f : s.flows) {
+    f.from_addr = ct;
+  }
+  return s;
+}
+
+ScenarioSpec with_traffic(ScenarioSpec s, TrafficType t) {
+  for (FlowSpec& f : s.flows) {
+    f.type = t;
+    if (t == TrafficType::kUdpStream) {
+      f.send_size = 1472;
+    }
+  }
+  return s;
+}
+
 }  // namespace skbsim::sim

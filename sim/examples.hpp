@@ -24,6 +24,13 @@ ScenarioSpec thread2007(Thread2007 config, const CostModel& cost);
 // The container path on 6.x: container - veth - host ip_forward - NIC - receiver.
 ScenarioSpec container_veth_6x(const CostModel& cost, bool veth_offloads);
 
+// A container spec (thread2007 B/C or container_veth_6x) with its pair end bridged to the NIC in
+// A's root namespace instead of routed: A/br0 with ports {A/etun0 or A/veth0, A/eth0}, the
+// container on the NIC's subnet (10.0.0.3), ip_forward off.
+ScenarioSpec bridged(ScenarioSpec container);
+// The same network with every flow of type `t` (TCP_RR: 1-byte request and response).
+ScenarioSpec with_traffic(ScenarioSpec s, TrafficType t);
+
 std::uint32_t ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) noexcept;
 
 }  // namespace skbsim::sim

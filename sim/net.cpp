@@ -52,6 +52,10 @@ std::string_view drop_reason_name(DropReason r) noexcept {
       return "sk_owned";
     case DropReason::kNoSocket:
       return "no_socket";
+    case DropReason::kSocketRcvbuf:
+      return "socket_rcvbuf_full";
+    case DropReason::kBridgeMtu:
+      return "bridge_mtu";
     case DropReason::kCount:
       break;
   }

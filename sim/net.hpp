@@ -30,6 +30,7 @@ class Device;
 struct Namespace;
 struct Host;
 struct TcpSock;
+struct UdpSock;
 
 // What a packet carries besides sizes: lives in skb->cb (48 bytes, like the kernel's).
 struct PacketMeta {
@@ -67,6 +68,8 @@ enum class DropReason : std::uint8_t {
   kForwardingOff,  // a packet to forward in a namespace with ip_forward = 0
   kSkOwned,        // 6.x ip_forward drops skbs that still have skb->sk
   kNoSocket,       // local delivery with no listener
+  kSocketRcvbuf,   // sock_queue_rcv_skb: the receive buffer is full (UDP)
+  kBridgeMtu,      // br_dev_queue_push_xmit: longer than the port's MTU and not GSO
   kCount
 };
 std::string_view drop_reason_name(DropReason r) noexcept;
@@ -91,6 +94,7 @@ struct Namespace {
   std::vector<Route> routes;
   std::vector<std::uint32_t> addresses;
   std::vector<TcpSock*> sockets;
+  std::vector<UdpSock*> udp_sockets;
 
   const Route* lookup(std::uint32_t daddr) const noexcept;  // longest prefix
   bool is_local(std::uint32_t addr) const noexcept;
@@ -129,6 +133,11 @@ class Device {
   virtual bool xmit(Net& net, ExecCtx& ctx, Skb& skb) = 0;
   // The kernel symbol of the driver's transmit function (for the profile).
   virtual Sym xmit_symbol() const noexcept = 0;
+  // The rx_handler of a master device (the bridge's br_handle_frame) for a frame that arrived on
+  // its port `in`: returns true when it consumed the skb, false to pass it up as usual.
+  virtual bool handle_frame(Net& /*net*/, ExecCtx& /*ctx*/, Device& /*in*/, Skb& /*skb*/) {
+    return false;
+  }
 
   Features features = 0;
   std::uint32_t mtu = 1500;
@@ -136,7 +145,7 @@ class Device {
   std::uint32_t tx_queue_len = 1000;   // 0 = noqueue (dev_hard_start_xmit directly)
   Namespace* ns = nullptr;
   Device* peer = nullptr;  // the other end of a pair device
-  Device* master = nullptr;  // the bridge this device is a port of
+  Device* master = nullptr;  // the bridge this device is a port of (br_port_exists)
   SkbQueue qdisc;          // pfifo_fast, one band
   bool queue_stopped = false;
   std::uint32_t index = 0;
@@ -164,6 +173,11 @@ struct TraceEntry {
   std::uint32_t bytes = 0;
   std::int64_t cost_ps = 0;
 };
+
+// LL_RESERVED_SPACE(dev): (hard_header_len & ~(HH_DATA_MOD - 1)) + HH_DATA_MOD, HH_DATA_MOD = 16.
+inline std::uint32_t ll_reserved_space(const Device& dev) noexcept {
+  return (dev.hard_header_len & ~15U) + 16U;
+}
 
 class Net {
  public:
@@ -210,8 +224,9 @@ class Net {
   }
   void record_hop(ExecCtx& ctx, const Skb& skb, const std::string& what);
 
-  // ip_queue_xmit + ip_output + ip_finish_output2 for a locally generated skb.
-  void ip_queue_xmit(ExecCtx& ctx, Namespace& ns, Skb& skb);
+  // ip_queue_xmit + ip_output + ip_finish_output2 for a locally generated skb; `entry` is the
+  // function that builds the IP header (ip_push_pending_frames for UDP).
+  void ip_queue_xmit(ExecCtx& ctx, Namespace& ns, Skb& skb, Sym entry = Sym::kIpQueueXmit);
   // ip_finish_output2: neighbour output (hard header) then dev_queue_xmit.
   void ip_finish_output2(ExecCtx& ctx, Device& dev, Skb& skb);
   void dev_queue_xmit(ExecCtx& ctx, Device& dev, Skb& skb);

@@ -128,9 +128,15 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
   out["kernel"] = std::string(KernelModel::get(sc.spec.kernel).name);
   out["preset"] = sc.preset.name();
   out["seed"] = sc.spec.seed;
-  out["test"] = "TCP_STREAM";
+  out["test"] = std::string(traffic_type_name(r.type));
   out["elapsed_s"] = r.elapsed_s;
   out["throughput_mbps"] = round_to(r.throughput_mbps, 3);
+  if (r.type == TrafficType::kUdpStream) {
+    out["sent_mbps"] = round_to(r.sent_mbps, 3);  // before drops: netperf's local UDP figure
+  }
+  if (r.type == TrafficType::kTcpRr) {
+    out["transactions_per_s"] = round_to(r.transactions_per_s, 2);
+  }
   out["segments"] = r.segments;
   J hosts = J::object();
   for (const auto& h : r.hosts) {
@@ -138,6 +144,9 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
     jh["cpus_counted"] = h.cpus_counted;
     jh["cpu_util_pct"] = round_to(h.cpu_util_pct, 4);
     jh["service_demand_us_per_kb"] = round_to(h.service_demand_us_per_kb, 4);
+    if (r.type == TrafficType::kTcpRr) {
+      jh["service_demand_us_per_tr"] = round_to(h.service_demand_us_per_tr, 4);
+    }
     const double segs = r.segments > 0 ? static_cast<double>(r.segments) : 1.0;
     J per = J::object();
     per["bytes_copied"] = round_to(static_cast<double>(h.total.bytes_copied()) / segs, 3);
@@ -272,19 +281,62 @@ void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const
   const HostResult* local = local_host(sc, r);
   const HostResult* remote = remote_host(sc, r);
   const FlowSpec* f = sc.spec.flows.empty() ? nullptr : &sc.spec.flows.front();
-  out << "MIGRATED TCP STREAM TEST (skbsim " << sc.name << ", kernel "
+  auto util = [](const HostResult* h) { return h ? fixed(h->cpu_util_pct, 2) : "-1.00"; };
+  auto sd_kb = [](const HostResult* h) {
+    return h ? fixed(h->service_demand_us_per_kb, 3) : "-1.000";
+  };
+  out << "MIGRATED " << traffic_type_name(r.type) << " TEST (skbsim " << sc.name << ", kernel "
       << KernelModel::get(sc.spec.kernel).name << ", preset " << sc.preset.name() << ")\n";
-  out << "Recv   Send    Send                          Utilization       Service Demand\n"
-         "Socket Socket  Message  Elapsed              Send     Recv     Send    Recv\n"
-         "Size   Size    Size     Time     Throughput  local    remote   local   remote\n"
-         "bytes  bytes   bytes    secs.    10^6bits/s  % S      % S      us/KB   us/KB\n\n";
-  out << std::setw(6) << (f ? f->rcvbuf : 0) << " " << std::setw(6) << (f ? f->sndbuf : 0) << " "
-      << std::setw(6) << (f ? f->send_size : 0) << "    " << std::setw(5) << fixed(r.elapsed_s, 2)
-      << "   " << std::setw(10) << fixed(r.throughput_mbps, 2) << "   " << std::setw(6)
-      << (local ? fixed(local->cpu_util_pct, 2) : "-1.00") << "   " << std::setw(6)
-      << (remote ? fixed(remote->cpu_util_pct, 2) : "-1.00") << "   " << std::setw(6)
-      << (local ? fixed(local->service_demand_us_per_kb, 3) : "-1.000") << "  " << std::setw(6)
-      << (remote ? fixed(remote->service_demand_us_per_kb, 3) : "-1.000") << "\n";
+  switch (r.type) {
+    case TrafficType::kTcpStream:
+    case TrafficType::kTcpMaerts:
+      out << "Recv   Send    Send                          Utilization       Service Demand\n"
+             "Socket Socket  Message  Elapsed              Send     Recv     Send    Recv\n"
+             "Size   Size    Size     Time     Throughput  local    remote   local   remote\n"
+             "bytes  bytes   bytes    secs.    10^6bits/s  % S      % S      us/KB   us/KB\n\n";
+      out << std::setw(6) << (f ? f->rcvbuf : 0) << " " << std::setw(6) << (f ? f->sndbuf : 0)
+          << " " << std::setw(6) << (f ? f->send_size : 0) << "    " << std::setw(5)
+          << fixed(r.elapsed_s, 2) << "   " << std::setw(10) << fixed(r.throughput_mbps, 2)
+          << "   " << std::setw(6) << util(local) << "   " << std::setw(6) << util(remote)
+          << "   " << std::setw(6) << sd_kb(local) << "  " << std::setw(6) << sd_kb(remote)
+          << "\n";
+      break;
+    case TrafficType::kUdpStream: {
+      // netperf's two lines: the sender (local) with what it sent, the receiver (remote) with what
+      // arrived; the datagram counts are over the measured window.
+      const double size = f ? static_cast<double>(f->send_size) : 1.0;
+      const auto sent = static_cast<std::uint64_t>(static_cast<double>(r.bytes_sent) / size);
+      const auto got = static_cast<std::uint64_t>(static_cast<double>(r.bytes_received) / size);
+      out << "Socket  Message  Elapsed      Messages                   CPU      Service\n"
+             "Size    Size     Time         Okay Errors   Throughput   Util     Demand\n"
+             "bytes   bytes    secs            #      #   10^6bits/sec % S      us/KB\n\n";
+      out << std::setw(7) << (f ? f->sndbuf : 0) << " " << std::setw(7) << (f ? f->send_size : 0)
+          << "  " << std::setw(6) << fixed(r.elapsed_s, 2) << "  " << std::setw(10) << sent
+          << "      0   " << std::setw(10) << fixed(r.sent_mbps, 2) << "   " << std::setw(6)
+          << util(local) << "   " << sd_kb(local) << "\n";
+      out << std::setw(7) << (f ? f->rcvbuf : 0) << "          " << std::setw(6)
+          << fixed(r.elapsed_s, 2) << "  " << std::setw(10) << got << "          "
+          << std::setw(10) << fixed(r.throughput_mbps, 2) << "   " << std::setw(6) << util(remote)
+          << "   " << sd_kb(remote) << "\n";
+      break;
+    }
+    case TrafficType::kTcpRr:
+      out << "Local /Remote\n"
+             "Socket Size   Request Resp.  Elapsed Trans.     CPU    CPU    S.dem   S.dem\n"
+             "Send   Recv   Size    Size   Time    Rate       local  remote local   remote\n"
+             "bytes  bytes  bytes   bytes  secs.   per sec    % S    % S    us/Tr   us/Tr\n\n";
+      out << std::setw(6) << (f ? f->sndbuf : 0) << " " << std::setw(6) << (f ? f->rcvbuf : 0)
+          << " " << std::setw(6) << (f ? f->request_size : 0) << "  " << std::setw(6)
+          << (f ? f->response_size : 0) << " " << std::setw(6) << fixed(r.elapsed_s, 2) << "  "
+          << std::setw(10) << fixed(r.transactions_per_s, 2) << " " << std::setw(6)
+          << util(local) << " " << std::setw(6) << util(remote) << " " << std::setw(7)
+          << (local ? fixed(local->service_demand_us_per_tr, 3) : "-1.000") << " "
+          << std::setw(7) << (remote ? fixed(remote->service_demand_us_per_tr, 3) : "-1.000")
+          << "\n"
+          << std::setw(6) << (f ? f->sndbuf : 0) << " " << std::setw(6) << (f ? f->rcvbuf : 0)
+          << "\n";
+      break;
+  }
   if (sc.reference) {
     const Reference& ref = *sc.reference;
     const auto err = error_pct(r, ref);

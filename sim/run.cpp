@@ -1,9 +1,11 @@
 #include "sim/run.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "sim/devices.hpp"
 #include "sim/tcp.hpp"
+#include "sim/udp.hpp"
 #include "skbsim/skb_check.hpp"
 
 namespace skbsim::sim {
@@ -12,7 +14,6 @@ namespace {
 struct Built {
   std::map<std::string, Namespace*> ns;
   std::map<std::string, Device*> dev;
-  std::vector<std::unique_ptr<TcpSock>> socks;
 };
 
 Namespace& find_ns(Built& b, const std::string& name) {
@@ -72,7 +73,8 @@ void build(Net& net, const ScenarioSpec& spec, Built& b) {
         dev = &net.add_device<LoopbackDevice>(ns, d.name);
         break;
       case DevKind::kBridge:
-        throw std::invalid_argument("bridge devices are not modelled yet");
+        dev = &net.add_device<BridgeDevice>(ns, d.name);
+        break;
     }
     dev->features = d.features.value_or(default_features(d.kind, spec.kernel, d.modern));
     // register_netdevice (2.6.20): SG needs a checksum feature, TSO needs SG.
@@ -99,6 +101,30 @@ void build(Net& net, const ScenarioSpec& spec, Built& b) {
       static_cast<NicDevice&>(a).connect(static_cast<NicDevice&>(z));
     }
   }
+  for (const DeviceSpec& d : spec.devices) {
+    if (d.kind != DevKind::kBridge) {
+      continue;
+    }
+    auto& br = static_cast<BridgeDevice&>(find_dev(b, d.name));
+    for (const std::string& p : d.ports) {
+      Device& port = find_dev(b, p);
+      if (port.ns != br.ns || port.kind() == DevKind::kBridge || port.master != nullptr) {
+        throw std::invalid_argument("bridge " + d.name + ": bad port " + p);
+      }
+      br.add_port(port);
+    }
+    for (const auto& [addr, p] : bridge_fdb(spec, d)) {
+      br.add_fdb(addr, find_dev(b, p));
+    }
+    if (!d.features) {
+      // br_features_recompute(): the offloads every port has (a bridge sends through any).
+      constexpr Features kOffloads =
+          feat::kSg | feat::kAllCsum | feat::kTso | feat::kFraglist | feat::kGso;
+      for (const Device* port : br.ports()) {
+        br.features &= port->features | ~kOffloads;
+      }
+    }
+  }
   for (const NamespaceSpec& n : spec.namespaces) {
     Namespace& ns = find_ns(b, n.name);
     for (const RouteSpec& r : n.routes) {
@@ -110,51 +136,183 @@ void build(Net& net, const ScenarioSpec& spec, Built& b) {
 
 }  // namespace
 
+std::vector<std::pair<std::uint32_t, std::string>> bridge_fdb(const ScenarioSpec& spec,
+                                                              const DeviceSpec& bridge) {
+  auto dev = [&spec](const std::string& name) -> const DeviceSpec* {
+    for (const DeviceSpec& d : spec.devices) {
+      if (d.name == name) {
+        return &d;
+      }
+    }
+    return nullptr;
+  };
+  auto ns_of = [&spec](const std::string& name) -> const NamespaceSpec* {
+    for (const NamespaceSpec& n : spec.namespaces) {
+      if (n.name == name) {
+        return &n;
+      }
+    }
+    return nullptr;
+  };
+  std::vector<std::pair<std::uint32_t, std::string>> fdb;
+  for (const std::string& port : bridge.ports) {
+    const DeviceSpec* p = dev(port);
+    if (p == nullptr || p->peer.empty()) {
+      continue;
+    }
+    // Breadth-first over namespaces from the port's far end; a forwarding namespace passes on
+    // through its other devices' peers. The bridge's own namespace is never entered.
+    std::vector<std::string> queue;
+    std::vector<std::string> seen = {bridge.ns};
+    if (const DeviceSpec* far = dev(p->peer)) {
+      queue.push_back(far->ns);
+    }
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      if (std::find(seen.begin(), seen.end(), queue[i]) != seen.end()) {
+        continue;
+      }
+      seen.push_back(queue[i]);
+      const NamespaceSpec* n = ns_of(queue[i]);
+      if (n == nullptr) {
+        continue;
+      }
+      for (std::uint32_t a : n->addresses) {
+        fdb.emplace_back(a, port);
+      }
+      if (!n->ip_forward) {
+        continue;
+      }
+      for (const DeviceSpec& d : spec.devices) {
+        if (d.ns == n->name && !d.peer.empty()) {
+          if (const DeviceSpec* far = dev(d.peer)) {
+            queue.push_back(far->ns);
+          }
+        }
+      }
+    }
+  }
+  return fdb;
+}
+
+std::string_view traffic_type_name(TrafficType t) noexcept {
+  switch (t) {
+    case TrafficType::kTcpStream:
+      return "TCP_STREAM";
+    case TrafficType::kTcpMaerts:
+      return "TCP_MAERTS";
+    case TrafficType::kUdpStream:
+      return "UDP_STREAM";
+    case TrafficType::kTcpRr:
+      return "TCP_RR";
+  }
+  return "?";
+}
+
 RunResult run_scenario(const ScenarioSpec& spec) {
   Net net(spec.kernel, spec.cost);
   Built b;
   build(net, spec, b);
   net.trace_segment(spec.trace_segment);
 
-  struct FlowSocks {
-    TcpSock* snd;
-    TcpSock* rcv;
+  // One flow: its sockets, the direction(s) data goes. TCP_STREAM/MAERTS/RR use `a` (netperf's
+  // side) and `z` (netserver's); UDP_STREAM uses `ua`/`uz`.
+  struct FlowRun {
+    TrafficType type;
+    std::unique_ptr<TcpSock> a;
+    std::unique_ptr<TcpSock> z;
+    std::unique_ptr<UdpSock> ua;
+    std::unique_ptr<UdpSock> uz;
   };
-  std::vector<FlowSocks> flows;
+  std::vector<FlowRun> flows;
   std::uint16_t port = 10000;
   for (const FlowSpec& f : spec.flows) {
     Namespace& from = find_ns(b, f.from_ns);
     Namespace& to = find_ns(b, f.to_ns);
-    auto snd = std::make_unique<TcpSock>();
-    auto rcv = std::make_unique<TcpSock>();
-    for (TcpSock* s : {snd.get(), rcv.get()}) {
-      s->net = &net;
-      s->params = TcpParams{f.mss, f.sndbuf, f.rcvbuf, f.send_size};
+    ExecCtx& netperf = net.add_context(*from.host, "netperf", f.sender_cpu, Level::kProcess);
+    ExecCtx& netserver = net.add_context(*to.host, "netserver", f.receiver_cpu, Level::kProcess);
+    FlowRun run{f.type, nullptr, nullptr, nullptr, nullptr};
+    if (f.type == TrafficType::kUdpStream) {
+      run.ua = std::make_unique<UdpSock>();
+      run.uz = std::make_unique<UdpSock>();
+      for (UdpSock* u : {run.ua.get(), run.uz.get()}) {
+        u->send_size = f.send_size;
+        u->sndbuf = f.sndbuf;
+        u->rcvbuf = f.rcvbuf;
+      }
+      run.ua->ns = &from;
+      run.ua->proc = &netperf;
+      run.ua->saddr = f.from_addr;
+      run.ua->daddr = f.to_addr;
+      run.ua->sport = port;
+      run.ua->dport = 12865;
+      run.uz->ns = &to;
+      run.uz->proc = &netserver;
+      run.uz->saddr = f.to_addr;
+      run.uz->daddr = f.from_addr;
+      run.uz->sport = 12865;
+      run.uz->dport = port;
+      run.uz->net = &net;
+      from.udp_sockets.push_back(run.ua.get());
+      to.udp_sockets.push_back(run.uz.get());
+      udp_connect(net, *run.ua);
+    } else {
+      run.a = std::make_unique<TcpSock>();
+      run.z = std::make_unique<TcpSock>();
+      for (TcpSock* t : {run.a.get(), run.z.get()}) {
+        t->net = &net;
+        t->params = TcpParams{f.mss, f.sndbuf, f.rcvbuf, f.send_size};
+      }
+      TcpSock& a = *run.a;
+      TcpSock& z = *run.z;
+      a.ns = &from;
+      a.host = from.host;
+      a.proc = &netperf;
+      a.saddr = f.from_addr;
+      a.daddr = f.to_addr;
+      a.sport = port;
+      a.dport = 12865;
+      z.ns = &to;
+      z.host = to.host;
+      z.proc = &netserver;
+      z.saddr = f.to_addr;
+      z.daddr = f.from_addr;
+      z.sport = 12865;
+      z.dport = port;
+      from.sockets.push_back(&a);
+      to.sockets.push_back(&z);
+      if (f.type == TrafficType::kTcpStream) {
+        tcp_connect(net, a, z);
+      } else if (f.type == TrafficType::kTcpMaerts) {
+        tcp_connect(net, z, a);
+      } else if (f.type == TrafficType::kTcpRr) {
+        a.params.send_size = f.request_size;
+        z.params.send_size = f.response_size;
+        a.rr = RrApp{f.response_size, f.request_size, true, false, 0};
+        z.rr = RrApp{f.request_size, f.response_size, false, false, 0};
+        a.to_send = 0;
+        z.to_send = 0;
+        tcp_connect(net, a, z);
+        tcp_connect(net, z, a);
+      }
     }
-    snd->ns = &from;
-    snd->host = from.host;
-    snd->saddr = f.from_addr;
-    snd->daddr = f.to_addr;
-    snd->sport = port;
-    snd->dport = 12865;
-    rcv->ns = &to;
-    rcv->host = to.host;
-    rcv->saddr = f.to_addr;
-    rcv->daddr = f.from_addr;
-    rcv->sport = 12865;
-    rcv->dport = port;
     ++port;
-    snd->proc = &net.add_context(*from.host, "netperf", f.sender_cpu, Level::kProcess);
-    rcv->proc = &net.add_context(*to.host, "netserver", f.receiver_cpu, Level::kProcess);
-    from.sockets.push_back(snd.get());
-    to.sockets.push_back(rcv.get());
-    tcp_connect(net, *snd, *rcv);
-    flows.push_back({snd.get(), rcv.get()});
-    b.socks.push_back(std::move(snd));
-    b.socks.push_back(std::move(rcv));
+    flows.push_back(std::move(run));
   }
-  for (auto& f : flows) {
-    tcp_start_sender(net, *f.snd);
+  for (FlowRun& f : flows) {
+    switch (f.type) {
+      case TrafficType::kTcpStream:
+        tcp_start_sender(net, *f.a);
+        break;
+      case TrafficType::kTcpMaerts:
+        tcp_start_sender(net, *f.z);
+        break;
+      case TrafficType::kTcpRr:
+        tcp_start_rr(net, *f.a);
+        break;
+      case TrafficType::kUdpStream:
+        udp_start_sender(net, *f.ua);
+        break;
+    }
   }
 
   // Warm-up, then the measured window: snapshot ledgers, busy time and bytes at both ends.
@@ -183,34 +341,51 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     }
     return snap;
   };
-  auto received = [&flows] {
-    std::uint64_t n = 0;
-    for (auto& f : flows) {
-      n += f.rcv->stats.bytes_received;
-    }
-    return n;
+  // Payload counters over every flow and direction: sent, received, data segments, transactions.
+  struct Counters {
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+    std::uint64_t segments = 0;
+    std::uint64_t transactions = 0;
   };
-  auto segments = [&flows] {
-    std::uint64_t n = 0;
-    for (auto& f : flows) {
-      n += f.snd->stats.segs_out;
+  auto counters = [&flows] {
+    Counters c;
+    for (const FlowRun& f : flows) {
+      for (const TcpSock* t : {f.a.get(), f.z.get()}) {
+        if (t != nullptr) {
+          c.sent += t->stats.bytes_sent;
+          c.received += t->stats.bytes_received;
+          c.segments += t->stats.segs_out;
+          c.transactions += t->stats.transactions;
+        }
+      }
+      for (const UdpSock* u : {f.ua.get(), f.uz.get()}) {
+        if (u != nullptr) {
+          c.sent += u->stats.bytes_sent;
+          c.received += u->stats.bytes_received;
+          c.segments += u->stats.datagrams_out;
+        }
+      }
     }
-    return n;
+    return c;
   };
   net.engine().run_until(warm);
   const auto snap0 = snapshot();
-  const std::uint64_t rx0 = received();
-  const std::uint64_t seg0 = segments();
+  const Counters c0 = counters();
   net.engine().run_until(warm + dur);
   const auto snap1 = snapshot();
-  const std::uint64_t rx1 = received();
-  const std::uint64_t seg1 = segments();
+  const Counters c1 = counters();
 
   RunResult r;
+  r.type = spec.flows.empty() ? TrafficType::kTcpStream : spec.flows.front().type;
   r.elapsed_s = spec.duration_s;
-  r.bytes_received = rx1 - rx0;
-  r.segments = seg1 - seg0;
+  r.bytes_received = c1.received - c0.received;
+  r.bytes_sent = c1.sent - c0.sent;
+  r.segments = c1.segments - c0.segments;
+  r.transactions = c1.transactions - c0.transactions;
   r.throughput_mbps = static_cast<double>(r.bytes_received) * 8.0 / spec.duration_s / 1e6;
+  r.sent_mbps = static_cast<double>(r.bytes_sent) * 8.0 / spec.duration_s / 1e6;
+  r.transactions_per_s = static_cast<double>(r.transactions) / spec.duration_s;
   const auto hosts = net.hosts();
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     HostResult h;
@@ -227,24 +402,41 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     h.cpu_util_pct = 100.0 * busy_us / (static_cast<double>(h.cpus_counted) * spec.duration_s * 1e6);
     const double kb = static_cast<double>(r.bytes_received) / 1024.0;
     h.service_demand_us_per_kb = kb > 0 ? busy_us / kb : 0;
+    h.service_demand_us_per_tr =
+        r.transactions > 0 ? busy_us / static_cast<double>(r.transactions) : 0;
     r.hosts.push_back(std::move(h));
   }
 
   // Stop the senders and drain: in-flight data is delivered, rings complete, timers fire.
-  for (auto& f : flows) {
-    f.snd->to_send = 0;
+  for (FlowRun& f : flows) {
+    for (TcpSock* t : {f.a.get(), f.z.get()}) {
+      if (t != nullptr) {
+        t->to_send = 0;
+        t->rr.stopped = true;
+      }
+    }
+    if (f.ua) {
+      f.ua->to_send = 0;
+    }
   }
   net.engine().run_until(warm + dur + 2 * kPsPerSec);
-  for (auto& f : flows) {
+  for (FlowRun& f : flows) {
     // close(): in the processes' own contexts, so the frees are CPU time like any other.
-    f.snd->proc->cpu().submit({f.snd->proc, [&net, &f] { tcp_close(net, *f.snd->proc, *f.snd); }});
-    f.rcv->proc->cpu().submit({f.rcv->proc, [&net, &f] { tcp_close(net, *f.rcv->proc, *f.rcv); }});
+    for (TcpSock* t : {f.a.get(), f.z.get()}) {
+      if (t != nullptr) {
+        t->proc->cpu().submit({t->proc, [&net, t] { tcp_close(net, *t->proc, *t); }});
+      }
+    }
+    for (UdpSock* u : {f.ua.get(), f.uz.get()}) {
+      if (u != nullptr) {
+        u->proc->cpu().submit({u->proc, [&net, u] { udp_close(net, *u->proc, *u); }});
+      }
+    }
   }
   net.engine().run_until(warm + dur + 3 * kPsPerSec);
-  for (auto& f : flows) {
-    r.total_bytes_sent += f.snd->stats.bytes_sent;
-    r.total_bytes_received += f.rcv->stats.bytes_received;
-  }
+  const Counters end = counters();
+  r.total_bytes_sent = end.sent;
+  r.total_bytes_received = end.received;
   r.total_bytes_dropped = net.dropped_payload_bytes();
   for (std::size_t i = 0; i < net.drops().size(); ++i) {
     if (net.drops()[i] != 0) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/net.hpp"
@@ -41,6 +42,7 @@ struct DeviceSpec {
   std::uint32_t mtu = 1500;
   std::optional<std::uint32_t> tx_queue_len;
   std::string peer;  // pair devices and linked NICs: the other end's name
+  std::vector<std::string> ports;  // a bridge: its ports (devices of its namespace)
   // NIC
   double rate_mbps = 1000;
   double delay_us = 5;
@@ -49,7 +51,14 @@ struct DeviceSpec {
   bool modern = false;
 };
 
-enum class TrafficType : std::uint8_t { kTcpStream };
+// netperf's test types. `from` is always netperf's side (local), `to` netserver's (remote).
+enum class TrafficType : std::uint8_t {
+  kTcpStream,  // data from -> to
+  kTcpMaerts,  // data to -> from (netperf receives)
+  kUdpStream,  // datagrams from -> to, no flow control
+  kTcpRr,      // request from -> to, response to -> from, one transaction at a time
+};
+std::string_view traffic_type_name(TrafficType t) noexcept;
 
 struct FlowSpec {
   TrafficType type = TrafficType::kTcpStream;
@@ -58,11 +67,13 @@ struct FlowSpec {
   std::string to_ns;
   std::uint32_t to_addr = 0;
   std::uint32_t send_size = 16384;  // -m
-  std::uint32_t sndbuf = 131072;    // -s
+  std::uint32_t sndbuf = 131072;    // -s (both sides, as netperf -s -S set them)
   std::uint32_t rcvbuf = 131072;    // -S
   std::uint32_t mss = 1448;
-  std::uint32_t sender_cpu = 0;
-  std::uint32_t receiver_cpu = 0;
+  std::uint32_t request_size = 1;   // -r req,rsp (TCP_RR)
+  std::uint32_t response_size = 1;
+  std::uint32_t sender_cpu = 0;    // netperf's CPU
+  std::uint32_t receiver_cpu = 0;  // netserver's CPU
 };
 
 struct ScenarioSpec {
@@ -84,6 +95,7 @@ struct HostResult {
   std::uint32_t cpus_counted = 0;
   double cpu_util_pct = 0;           // busy / (CPUs counted x elapsed)
   double service_demand_us_per_kb = 0;  // busy us per KB (1024 B) of goodput
+  double service_demand_us_per_tr = 0;  // TCP_RR: busy us per transaction
   Time busy_ps = 0;
   std::array<LedgerCell, kSymCount> cells{};  // measured window, all contexts of the host
   LedgerCell total;
@@ -91,9 +103,14 @@ struct HostResult {
 
 struct RunResult {
   double elapsed_s = 0;
-  double throughput_mbps = 0;  // goodput of all data flows, 10^6 bit/s
+  TrafficType type = TrafficType::kTcpStream;
+  double throughput_mbps = 0;  // goodput of all data flows, 10^6 bit/s (RR: both directions)
+  double sent_mbps = 0;        // payload handed to the sending sockets (UDP: before drops)
+  double transactions_per_s = 0;  // TCP_RR
+  std::uint64_t transactions = 0;
   std::uint64_t bytes_received = 0;
-  std::uint64_t segments = 0;  // data segments on the wire (MSS units) in the window
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t segments = 0;  // data segments on the wire (MSS units; UDP: datagrams) in the window
   std::vector<HostResult> hosts;
   std::vector<Hazard> hazards;
   std::map<std::string, std::uint64_t> drops;
@@ -109,6 +126,13 @@ struct RunResult {
   std::uint64_t hops = 0;
   std::uint64_t events = 0;
 };
+
+// A bridge's converged forwarding database (every address learned; the flooding of the first
+// frames is not modelled): for each of its ports, the addresses reached through it — those of the
+// namespace at the port's other end and, where that namespace forwards, of every namespace
+// beyond it, not back through the bridge. Address -> port name, in port order.
+std::vector<std::pair<std::uint32_t, std::string>> bridge_fdb(const ScenarioSpec& spec,
+                                                              const DeviceSpec& bridge);
 
 // Builds the network of `spec`, runs warm-up + duration, drains, frees, and reports.
 // Throws std::invalid_argument for a spec that does not hold together (a route to an unknown

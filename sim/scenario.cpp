@@ -22,6 +22,7 @@ using nlohmann::ordered_json;
 
 // IP (stack.cpp kIpHeader) + TCP with timestamps (tcp.cpp kTcpHeader): MSS + 52 must fit the MTU.
 constexpr std::uint32_t kTcpIpHeaderBytes = 52;
+constexpr std::uint32_t kUdpIpHeaderBytes = 28;
 constexpr std::uint32_t kMaxCpus = 256;
 constexpr std::size_t kMaxListed = 12;  // names listed in an "expected one of" message
 
@@ -276,12 +277,13 @@ RouteSpec route_destination(const JsonReader& r) {
 
 // ---- kinds and features -------------------------------------------------------------------------
 
-constexpr std::array<std::pair<std::string_view, DevKind>, 5> kKinds = {{
+constexpr std::array<std::pair<std::string_view, DevKind>, 6> kKinds = {{
     {"nic", DevKind::kNic},
     {"etun", DevKind::kEtun},
     {"veth", DevKind::kVeth},
     {"venet", DevKind::kVenet},
     {"loopback", DevKind::kLoopback},
+    {"bridge", DevKind::kBridge},
 }};
 
 bool kernel_has_kind(KernelVersion v, DevKind k) {
@@ -291,8 +293,6 @@ bool kernel_has_kind(KernelVersion v, DevKind k) {
       return v == KernelVersion::k2_6_20;
     case DevKind::kVeth:
       return v == KernelVersion::k6x;
-    case DevKind::kBridge:
-      return false;
     default:
       return true;
   }
@@ -621,12 +621,22 @@ class Validator {
     const std::size_t ns = lookup(d.child("ns"), namespaces_, "namespace", "/namespaces");
     ds.ns = spec().namespaces[ns].name;
     dev_info_.push_back({ns, spec().namespaces[ns].host});
-    if (ds.kind == DevKind::kLoopback) {
+    if (ds.kind != DevKind::kBridge && d.has("ports")) {
+      d.child("ports").fail("expected no \"ports\" on " + a_kind(ds.kind) +
+                            " (only a bridge has ports), got " + shown(d.child("ports").node()));
+    }
+    if (ds.kind == DevKind::kLoopback || ds.kind == DevKind::kBridge) {
       if (d.has("peer")) {
         d.child("peer").fail(
-            "expected no \"peer\" on a loopback device (lo delivers to itself), "
-            "got " +
-            shown(d.child("peer").node()));
+            std::string("expected no \"peer\" on ") +
+            (ds.kind == DevKind::kBridge ? "a bridge (it has \"ports\"), "
+                                         : "a loopback device (lo delivers to itself), ") +
+            "got " + shown(d.child("peer").node()));
+      }
+      if (ds.kind == DevKind::kBridge) {
+        for (const JsonReader& p : nonempty_array(d.child("ports"), "port device names")) {
+          ds.ports.push_back(nonempty_string(p, "device name"));  // checked in check_ports
+        }
       }
     } else if (!d.has("peer")) {
       missing(d, "peer",
@@ -662,7 +672,56 @@ class Validator {
     }
   }
 
+  // A bridge's ports: devices of its namespace, each a port of one bridge only, not bridges.
+  void check_ports() {
+    std::map<std::string, std::string> owner;  // port -> bridge
+    for (std::size_t i = 0; i < spec().devices.size(); ++i) {
+      const DeviceSpec& d = spec().devices[i];
+      for (std::size_t k = 0; k < d.ports.size(); ++k) {
+        const JsonReader r = dev_nodes_[i].child("ports").at(k);
+        const std::size_t j = lookup(r, devices_, "device", "/devices");
+        const DeviceSpec& p = spec().devices[j];
+        if (p.kind == DevKind::kBridge || p.kind == DevKind::kLoopback) {
+          r.fail("expected a port device (NIC, pair or venet end), got " + json_quote(p.name) +
+                 " (" + a_kind(p.kind) + ")");
+        }
+        if (p.ns != d.ns) {
+          r.fail("expected a device in the bridge's namespace " + d.ns + ", got " +
+                 json_quote(p.name) + " which is in " + p.ns);
+        }
+        auto [it, fresh] = owner.emplace(p.name, d.name);
+        if (!fresh) {
+          r.fail("expected a device that is not yet a bridge port, got " + json_quote(p.name) +
+                 " which is already a port of " + it->second);
+        }
+      }
+    }
+  }
+
+  // The device index of the bridge whose port `dev` is, if any.
+  std::optional<std::size_t> master_of(std::size_t dev) const {
+    const std::string& name = spec().devices[dev].name;
+    for (std::size_t i = 0; i < spec().devices.size(); ++i) {
+      const auto& ports = spec().devices[i].ports;
+      if (std::find(ports.begin(), ports.end(), name) != ports.end()) {
+        return i;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // br_forward's choice: the port of bridge `br` that leads to `daddr` (bridge_fdb()).
+  std::optional<std::size_t> bridge_port_to(std::size_t br, std::uint32_t daddr) const {
+    for (const auto& [addr, port] : bridge_fdb(spec(), spec().devices[br])) {
+      if (addr == daddr) {
+        return devices_.at(port);
+      }
+    }
+    return std::nullopt;
+  }
+
   void check_peers() {
+    check_ports();
     for (std::size_t i = 0; i < spec().devices.size(); ++i) {
       const DeviceSpec& d = spec().devices[i];
       if (d.peer.empty()) {
@@ -744,8 +803,48 @@ class Validator {
         w.min_mtu_dev = od.name;
       }
       std::size_t in = out;
+      std::size_t via = out;  // the device that transmits onto the link
+      if (od.kind == DevKind::kBridge) {
+        const auto port = bridge_port_to(out, daddr);
+        if (!port) {
+          w.problem = "a dead end: bridge " + od.name + " has no port towards " +
+                      ipv4_string(daddr);
+          return w;
+        }
+        via = *port;
+        w.path.push_back(spec().devices[via].name);
+      }
       if (od.kind != DevKind::kLoopback) {
-        in = devices_.at(od.peer);
+        in = devices_.at(spec().devices[via].peer);
+        w.path.push_back(spec().devices[in].name);
+      }
+      // A frame arriving on a bridge port is the bridge's: passed up when it is for the bridge's
+      // namespace, else forwarded out of the port towards the address (br_handle_frame).
+      for (std::size_t hops = 0; hops < spec().devices.size(); ++hops) {
+        const auto br = master_of(in);
+        if (!br) {
+          break;
+        }
+        const NamespaceSpec& bn = spec().namespaces[dev_info_[*br].ns];
+        if (std::find(bn.addresses.begin(), bn.addresses.end(), daddr) != bn.addresses.end() ||
+            (bn.ip_forward && !bridge_port_to(*br, daddr))) {
+          in = *br;  // br_pass_frame_up (to be routed on, when the bridge's namespace forwards)
+          w.path.push_back(spec().devices[in].name);
+          break;
+        }
+        const auto port = bridge_port_to(*br, daddr);
+        if (!port || *port == in) {
+          w.problem = "a dead end: bridge " + spec().devices[*br].name + " has no port towards " +
+                      ipv4_string(daddr);
+          return w;
+        }
+        w.path.push_back(spec().devices[*br].name);
+        w.path.push_back(spec().devices[*port].name);
+        if (spec().devices[*port].mtu < w.min_mtu) {
+          w.min_mtu = spec().devices[*port].mtu;
+          w.min_mtu_dev = spec().devices[*port].name;
+        }
+        in = devices_.at(spec().devices[*port].peer);
         w.path.push_back(spec().devices[in].name);
       }
       const std::size_t next = dev_info_[in].ns;
@@ -802,7 +901,16 @@ class Validator {
       f.fail("expected a route back from " + dst + " to " + src + " for the ACKs, got " +
              acks.problem + " (path " + joined(acks.path, " -> ") + ")");
     }
-    if (fs.mss + kTcpIpHeaderBytes > data.min_mtu) {
+    if (fs.type == TrafficType::kUdpStream) {
+      if (fs.send_size + kUdpIpHeaderBytes > data.min_mtu) {
+        const JsonReader at = f.has("send_size") ? f.child("send_size") : f;
+        at.fail("expected a send_size of at most " +
+                std::to_string(data.min_mtu - kUdpIpHeaderBytes) + " (MTU " +
+                std::to_string(data.min_mtu) + " of " + data.min_mtu_dev +
+                " on the path, less 28 bytes of IP and UDP headers: IP fragmentation is not "
+                "modelled), got " + std::to_string(fs.send_size));
+      }
+    } else if (fs.mss + kTcpIpHeaderBytes > data.min_mtu) {
       const JsonReader at = f.has("mss") ? f.child("mss") : f;
       at.fail("expected an mss of at most " + std::to_string(data.min_mtu - kTcpIpHeaderBytes) +
               " (MTU " + std::to_string(data.min_mtu) + " of " + data.min_mtu_dev +
@@ -835,7 +943,30 @@ class Validator {
     } else {
       fs.to_addr = first_address(f.child("to"), to);
     }
-    fs.send_size = static_cast<std::uint32_t>(f.uint_or("send_size", 1, 1U << 24, 16384));
+    fs.type = test_;
+    const bool rr = test_ == TrafficType::kTcpRr;
+    const bool udp = test_ == TrafficType::kUdpStream;
+    for (std::string_view k : {"request_size", "response_size"}) {
+      if (!rr && f.has(k)) {
+        f.child(k).fail("expected no \"" + std::string(k) + "\" in a " +
+                        std::string(traffic_type_name(test_)) +
+                        " test (request and response sizes are TCP_RR's -r), got " +
+                        shown(f.child(k).node()));
+      }
+    }
+    if (rr && f.has("send_size")) {
+      f.child("send_size").fail(
+          "expected no \"send_size\" in a TCP_RR test (its sizes are \"request_size\" and "
+          "\"response_size\", netperf -r), got " + shown(f.child("send_size").node()));
+    }
+    if (udp && f.has("mss")) {
+      f.child("mss").fail("expected no \"mss\" in a UDP_STREAM test, got " +
+                          shown(f.child("mss").node()));
+    }
+    fs.request_size = static_cast<std::uint32_t>(f.uint_or("request_size", 1, 1U << 20, 1));
+    fs.response_size = static_cast<std::uint32_t>(f.uint_or("response_size", 1, 1U << 20, 1));
+    fs.send_size = static_cast<std::uint32_t>(
+        f.uint_or("send_size", 1, udp ? 65507 : 1U << 24, udp ? 1472 : 16384));
     fs.sndbuf = static_cast<std::uint32_t>(f.uint_or("sndbuf", 4096, 1U << 30, 131072));
     fs.rcvbuf = static_cast<std::uint32_t>(f.uint_or("rcvbuf", 4096, 1U << 30, 131072));
     fs.mss = static_cast<std::uint32_t>(f.uint_or("mss", 88, 65535 - kTcpIpHeaderBytes, 1448));
@@ -850,7 +981,14 @@ class Validator {
 
   void read_traffic(const JsonReader& t) {
     reject_unknown(t, scenario_keys::kTraffic);
-    (void)t.child("test").enum_of({"TCP_STREAM"});
+    const std::string test =
+        t.child("test").enum_of({"TCP_STREAM", "TCP_MAERTS", "UDP_STREAM", "TCP_RR"});
+    for (TrafficType k : {TrafficType::kTcpStream, TrafficType::kTcpMaerts,
+                          TrafficType::kUdpStream, TrafficType::kTcpRr}) {
+      if (traffic_type_name(k) == test) {
+        test_ = k;
+      }
+    }
     spec().duration_s = t.child("duration_s").number_in(0.001, 3600);
     spec().warmup_s = t.number_or("warmup_s", 0, 60, 0.05);
     for (const JsonReader& f : nonempty_array(t.child("flows"), "flows")) {
@@ -986,6 +1124,7 @@ class Validator {
   std::string base_dir_;
   Scenario out_;
   KernelVersion kernel_ = KernelVersion::k2_6_20;
+  TrafficType test_ = TrafficType::kTcpStream;
   std::map<std::string, std::size_t> hosts_;
   std::map<std::string, std::size_t> namespaces_;
   std::map<std::string, std::size_t> devices_;

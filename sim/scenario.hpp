@@ -89,17 +89,17 @@ inline constexpr std::array<std::string_view, 4> kHost = {"name", "cpus", "cpus_
 inline constexpr std::array<std::string_view, 6> kNamespace = {"name",      "host",   "ip_forward",
                                                                "addresses", "routes", "comment"};
 inline constexpr std::array<std::string_view, 3> kRoute = {"to", "dev", "comment"};
-inline constexpr std::array<std::string_view, 13> kDevice = {
-    "name",  "kind",      "ns",       "peer",    "mtu",          "tx_queue_len", "features",
-    "model", "rate_mbps", "delay_us", "irq_cpu", "irq_delay_us", "comment"};
+inline constexpr std::array<std::string_view, 14> kDevice = {
+    "name",  "kind",      "ns",       "peer",    "ports",   "mtu",          "tx_queue_len",
+    "features", "model", "rate_mbps", "delay_us", "irq_cpu", "irq_delay_us", "comment"};
 inline constexpr std::array<std::string_view, 5> kNicOnly = {"model", "rate_mbps", "delay_us",
                                                              "irq_cpu", "irq_delay_us"};
 inline constexpr std::array<std::string_view, 2> kFeatureEdit = {"add", "remove"};
 inline constexpr std::array<std::string_view, 5> kTraffic = {"test", "duration_s", "warmup_s",
                                                              "flows", "comment"};
-inline constexpr std::array<std::string_view, 12> kFlow = {
-    "from", "to",         "to_addr",      "send_size", "sndbuf", "rcvbuf",
-    "mss",  "sender_cpu", "receiver_cpu", "count",     "expect", "comment"};
+inline constexpr std::array<std::string_view, 14> kFlow = {
+    "from",         "to",           "to_addr",  "send_size",  "sndbuf", "rcvbuf",  "mss",
+    "request_size", "response_size", "sender_cpu", "receiver_cpu", "count", "expect", "comment"};
 inline constexpr std::array<std::string_view, 3> kPatches = {"skip_cow_from", "netfilter",
                                                              "comment"};
 inline constexpr std::array<std::string_view, 13> kReference = {

@@ -8,6 +8,7 @@
 
 #include "sim/net.hpp"
 #include "sim/tcp.hpp"
+#include "sim/udp.hpp"
 #include "skbsim/bug.hpp"
 
 namespace skbsim::sim {
@@ -17,11 +18,6 @@ constexpr std::uint32_t kIpHeader = 20;
 constexpr std::uint32_t kNetdevMaxBacklog = 1000;  // netdev_max_backlog (both versions)
 constexpr std::uint32_t kNetdevBudget = 300;       // netdev_budget
 constexpr std::uint8_t kMaxForwardHops = 255;      // more hops than any TTL allows: a loop
-
-// LL_RESERVED_SPACE(dev): (hard_header_len & ~(HH_DATA_MOD - 1)) + HH_DATA_MOD, HH_DATA_MOD = 16.
-std::uint32_t ll_reserved_space(const Device& dev) noexcept {
-  return (dev.hard_header_len & ~15U) + 16U;
-}
 
 bool is_gso(const Skb& skb) noexcept { return skb.shinfo().gso_size != 0; }
 
@@ -44,8 +40,8 @@ bool dev_can_csum(const Device& dev) noexcept {
 
 // ---- output -------------------------------------------------------------------------------------
 
-void Net::ip_queue_xmit(ExecCtx& ctx, Namespace& ns, Skb& skb) {
-  charge(ctx, &skb, {.sym = Sym::kIpQueueXmit});
+void Net::ip_queue_xmit(ExecCtx& ctx, Namespace& ns, Skb& skb, Sym entry) {
+  charge(ctx, &skb, {.sym = entry});
   PacketMeta& m = meta(skb);
   const Route* r = ns.lookup(m.daddr);
   if (r == nullptr) {
@@ -277,6 +273,10 @@ void Net::net_rx_action(Host& host, Softnet& sn) {
 void Net::netif_receive_skb(ExecCtx& ctx, Device& dev, Skb& skb) {
   charge(ctx, &skb, {.sym = Sym::kNetifReceiveSkb});
   meta(skb).in_dev = &dev;
+  // A bridge port's frames go to the bridge (2.6.20 handle_bridge, 6.x the rx_handler).
+  if (dev.master != nullptr && dev.master->handle_frame(*this, ctx, dev, skb)) {
+    return;
+  }
   ip_rcv(ctx, dev, skb);
 }
 
@@ -318,10 +318,19 @@ void Net::local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb) {
   (void)ops::pull(o, skb, kIpHeader);
   ops::set_transport_header(skb, 0);
   const PacketMeta& m = meta(skb);
-  for (TcpSock* t : ns.sockets) {
-    if (t->matches(m)) {
-      tcp_v4_rcv(*this, ctx, *t, skb);
-      return;
+  if (m.proto == 17) {
+    for (UdpSock* u : ns.udp_sockets) {
+      if (u->matches(m)) {
+        udp_rcv(*this, ctx, *u, skb);
+        return;
+      }
+    }
+  } else {
+    for (TcpSock* t : ns.sockets) {
+      if (t->matches(m)) {
+        tcp_v4_rcv(*this, ctx, *t, skb);
+        return;
+      }
     }
   }
   drop(ctx, skb, DropReason::kNoSocket);

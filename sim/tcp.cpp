@@ -139,6 +139,14 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
       return;
     }
   }
+  // The header: every segment acknowledges what this socket has received and offers its window
+  // (tcp_transmit_skb); sending it cancels a pending delayed ACK (tcp_event_ack_sent).
+  PacketMeta& m = meta(*c);
+  m.ack = s.rcv_nxt;
+  m.wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+  s.last_adv_wnd = m.wnd;
+  s.unacked_segs = 0;
+  s.delack_armed = false;
   ops::push(o, *c, kTcpHeader);
   ops::set_transport_header(*c, 0);
   ops::set_owner_w(o, *c, s.sk);
@@ -149,9 +157,12 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   } else {
     ops::csum_partial(o, kTcpHeader);  // the header, folded with the payload's sum
   }
-  const PacketMeta& m = meta(*c);
   if ((m.flags & kFlagData) != 0) {
     s.stats.segs_out += std::max(1U, c->shinfo().gso_segs);
+    // tcp_minshall_update(): remember the end of a segment shorter than its MSS multiple.
+    if (m.end_seq - m.seq < std::max(1U, c->shinfo().gso_segs) * s.params.mss) {
+      s.snd_sml = m.end_seq;
+    }
   } else {
     ++s.stats.acks_out;
   }
@@ -167,11 +178,16 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
     const PacketMeta& m = meta(skb);
     const std::uint32_t len = m.end_seq - m.seq;
     const bool is_last = &skb == &s.write_queue.back();
-    if (is_last && s.snd_nxt != s.snd_una &&
-        (len < s.params.mss || (len < s.size_goal && s.to_send != 0))) {
-      // Nagle holds a sub-MSS tail while data is in flight; a GSO skb still short of its size
-      // goal waits for the writer to fill it (tcp_tso_should_defer, and the MSS-multiple split
-      // of tcp_write_xmit that leaves no runt on the wire).
+    const bool in_flight = s.snd_nxt != s.snd_una;
+    // tcp_minshall_check(): an earlier sub-MSS segment is still unacknowledged.
+    const bool small_unacked = static_cast<std::int32_t>(s.snd_sml - s.snd_una) > 0 &&
+                               static_cast<std::int32_t>(s.snd_sml - s.snd_nxt) <= 0;
+    if (is_last && in_flight &&
+        ((len < s.params.mss && small_unacked) || (len < s.size_goal && s.to_send != 0))) {
+      // Nagle (Minshall's variant) holds a sub-MSS tail while an earlier small segment is in
+      // flight; a GSO skb still short of its size goal waits for the writer to fill it
+      // (tcp_tso_should_defer, and the MSS-multiple split of tcp_write_xmit that leaves no runt
+      // on the wire).
       break;
     }
     if (m.end_seq - s.snd_una > s.snd_wnd) {
@@ -249,14 +265,8 @@ void tcp_send_ack(Net& net, ExecCtx& ctx, TcpSock& s) {
   // 2.6.20 ACKs carry a software checksum; 6.x __tcp_v4_send_check makes every skb PARTIAL.
   skb->ip_summed = net.v2620() ? IpSummed::kNone : IpSummed::kPartial;
   skb->protocol = 0x0800;
-  PacketMeta& m = meta(*skb);
-  m = segment_meta(s, kFlagAck);
-  m.ack = s.rcv_nxt;
-  m.wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
-  s.last_adv_wnd = m.wnd;
-  s.unacked_segs = 0;
-  s.delack_armed = false;
-  tcp_transmit_skb(net, ctx, s, *skb, false);
+  meta(*skb) = segment_meta(s, kFlagAck);
+  tcp_transmit_skb(net, ctx, s, *skb, false);  // fills in the ACK and the window
 }
 
 void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
@@ -282,6 +292,24 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
 
 void tcp_recvmsg_task(Net& net, TcpSock& s);
 
+// TCP_RR: `payload` more bytes read; each whole message read is answered (the client counts a
+// transaction and, unless stopped, sends the next request).
+void rr_read(TcpSock& s, std::uint32_t payload) {
+  if (s.rr.in_size == 0) {
+    return;
+  }
+  s.rr.got += payload;
+  while (s.rr.got >= s.rr.in_size) {
+    s.rr.got -= s.rr.in_size;
+    if (s.rr.client) {
+      ++s.stats.transactions;
+    }
+    if (!s.rr.stopped) {
+      s.to_send += s.rr.out_size;
+    }
+  }
+}
+
 void arm_delack(Net& net, ExecCtx& ctx, TcpSock& s) {
   if (s.delack_armed) {
     return;
@@ -302,7 +330,6 @@ void arm_delack(Net& net, ExecCtx& ctx, TcpSock& s) {
 }
 
 void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
-  net.charge(ctx, &skb, {.sym = Sym::kTcpRcvEstablished});
   OpCtx o = net.op(ctx);
   PacketMeta& m = meta(skb);
   (void)ops::pull(o, skb, kTcpHeader);
@@ -345,6 +372,7 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
     s.copied_seq = m.end_seq;
     s.stats.bytes_received += payload;
     net.free_skb(ctx, skb);
+    rr_read(s, payload);
   }
   s.reader_blocked = true;
   // tcp_cleanup_rbuf(): a window update when the window now open is at least twice the one last
@@ -352,6 +380,9 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
   const std::uint32_t now_wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
   if (now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss) {
     tcp_send_ack(net, ctx, s);
+  }
+  if (s.to_send != 0 && s.rr.in_size != 0) {
+    sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
   }
 }
 
@@ -383,7 +414,6 @@ void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
   const std::uint32_t mss = snd.params.mss;
   // Receive windows: tcp_win_from_space with tcp_adv_win_scale 2 (2.6.20) or 1 (6.x).
   rcv.rcv_wnd = net.v2620() ? rcv.params.rcvbuf - rcv.params.rcvbuf / 4 : rcv.params.rcvbuf / 2;
-  rcv.is_receiver = true;
   snd.snd_wnd = rcv.rcv_wnd;
   snd.size_goal = (caps & feat::kTso) != 0 ? std::max(mss, std::min(65160U, snd.snd_wnd / 2) / mss * mss)
                                            : mss;
@@ -391,6 +421,11 @@ void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
 
 void tcp_start_sender(Net& net, TcpSock& s) {
   submit(*s.proc, [&net, &s] { sendmsg_task(net, s); });
+}
+
+void tcp_start_rr(Net& net, TcpSock& client) {
+  client.to_send = client.rr.out_size;
+  submit(*client.proc, [&net, &client] { sendmsg_task(net, client); });
 }
 
 void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
@@ -423,11 +458,13 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
       }
       break;
   }
-  if (!s.is_receiver) {
-    net.charge(ctx, &skb, {.sym = Sym::kTcpRcvEstablished});
+  net.charge(ctx, &skb, {.sym = Sym::kTcpRcvEstablished});
+  // The fast path calls tcp_ack for a pure ACK, and for data only when its ack_seq moves
+  // snd_una (a stream's receiver never does; a TCP_RR answer does).
+  if (!data || static_cast<std::int32_t>(m.ack - s.snd_una) > 0) {
     tcp_ack(net, ctx, s, m);
   }
-  if (data && s.is_receiver) {
+  if (data) {
     tcp_data(net, ctx, s, skb, verified);
     return;
   }

@@ -13,8 +13,13 @@
 //
 // Not modelled: loss and retransmission (scenarios keep queues within their limits; a drop of data
 // is counted and reported), slow start (the window is the steady state: the smaller of the
-// receiver's window and the send buffer), Nagle beyond holding a partial tail segment while data
-// is in flight, SACK, timestamps' content (their 12 bytes are in the 32-byte header).
+// receiver's window and the send buffer), SACK, timestamps' content (their 12 bytes are in the
+// 32-byte header). Nagle is Minshall's variant (tcp_nagle_check, both versions): a sub-MSS tail
+// waits only while an earlier sub-MSS segment is unacknowledged.
+//
+// Every socket is full duplex: data segments carry the ACK of what the socket has received
+// (tcp_transmit_skb fills th->ack_seq; tcp_event_ack_sent cancels a pending delayed ACK), so
+// netperf TCP_RR's request and response piggyback each other's ACKs.
 
 #include <cstdint>
 #include <limits>
@@ -36,6 +41,17 @@ struct TcpStats {
   std::uint64_t segs_out = 0;         // data segments on the wire (TcpOutSegs-style, MSS units)
   std::uint64_t acks_out = 0;
   std::uint64_t sendmsg_calls = 0;
+  std::uint64_t transactions = 0;     // TCP_RR: responses the client has read whole
+};
+
+// netperf TCP_RR: the application answers each `in_size` bytes it reads with `out_size` bytes.
+// The client (netperf) sends the first request; the server (netserver) only answers.
+struct RrApp {
+  std::uint32_t in_size = 0;  // 0: not request/response (TCP_STREAM / TCP_MAERTS)
+  std::uint32_t out_size = 0;
+  bool client = false;
+  bool stopped = false;   // the run is over: answer what arrives, start nothing new
+  std::uint64_t got = 0;  // bytes read towards the current message
 };
 
 struct TcpSock {
@@ -66,6 +82,7 @@ struct TcpSock {
   Page* page = nullptr;  // sk_sndmsg_page
   std::uint32_t page_off = 0;
   std::uint32_t page_bytes = 4096;
+  std::uint32_t snd_sml = 0;  // end of the last sub-MSS segment sent (tcp_minshall_update)
   bool writer_blocked = false;
   std::uint32_t pending = 0;  // bytes of the current send() not yet copied
   std::uint64_t to_send = std::numeric_limits<std::uint64_t>::max();
@@ -80,18 +97,21 @@ struct TcpSock {
   std::uint64_t delack_gen = 0;
   SkbQueue receive_queue;
   bool reader_blocked = true;
-  bool is_receiver = false;
+  RrApp rr;
 
   bool matches(const PacketMeta& m) const noexcept {
     return m.daddr == saddr && m.dport == sport && m.saddr == daddr && m.sport == dport;
   }
 };
 
-// Sets up a connected pair's sender side: route caps from the route device (sk_setup_caps),
-// size goal, window. Both sockets must be registered in their namespaces.
+// Sets up one direction of a connection: the sender's route caps from its route device
+// (sk_setup_caps), size goal, and the window the receiver offers. Both sockets must be registered
+// in their namespaces; a request/response pair is connected both ways.
 void tcp_connect(Net& net, TcpSock& sender, TcpSock& receiver);
 // The netperf sender loop: send(send_size) until blocked or to_send is exhausted.
 void tcp_start_sender(Net& net, TcpSock& sock);
+// TCP_RR: the client's first request (each later one follows the previous response).
+void tcp_start_rr(Net& net, TcpSock& client);
 // tcp_v4_rcv: an skb delivered to the socket (data for the receiver, ACKs for the sender).
 void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& sock, Skb& skb);
 // Frees everything a socket still holds (end of run).

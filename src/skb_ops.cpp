@@ -177,6 +177,13 @@ void run_destructor(OpCtx& ctx, Skb& skb) {
     case Destructor::kSockWfree:
       sk->wmem_alloc -= skb.truesize();
       record(ctx, skb, {.sym = Sym::kSockWfree});
+      if (sk->write_space != nullptr) {
+        // The skb's owner fields are cleared first below; the callback sees the socket only.
+        E::destructor(skb) = Destructor::kNone;
+        E::sk(skb) = nullptr;
+        sk->write_space(ctx, *sk);
+        return;
+      }
       break;
     case Destructor::kSockRfree:
       sk->rmem_alloc -= skb.truesize();

@@ -29,6 +29,7 @@ namespace skbsim {
 
 class Skb;
 class SkbPool;
+struct OpCtx;
 namespace detail {
 struct SkbEditor;
 }
@@ -92,6 +93,11 @@ struct Sock {
   std::uint64_t id = 0;
   std::int64_t wmem_alloc = 0;  // sk_wmem_alloc
   std::int64_t rmem_alloc = 0;  // sk_rmem_alloc
+  // sk->sk_write_space: sock_wfree calls it once the charge is given back, in the context that
+  // freed (or orphaned) the skb; the socket's owner wakes a writer waiting for buffer space
+  // (sock_def_write_space). `owner` is the owner's own pointer; both null = nobody waits.
+  void (*write_space)(OpCtx& ctx, Sock& sk) = nullptr;
+  void* owner = nullptr;
 };
 
 enum class Destructor : std::uint8_t { kNone, kSockWfree, kSockRfree };

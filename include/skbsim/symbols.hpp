@@ -98,6 +98,11 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   X(kUdpSendmsg, "udp_sendmsg", kProtocol)                                                  \
   X(kUdpRcv, "udp_rcv", kProtocol)                                                          \
   X(kUdpRecvmsg, "udp_recvmsg", kProtocol)                                                  \
+  X(kUdpQueueRcvSkb, "udp_queue_rcv_skb", kProtocol)                                        \
+  X(kSockQueueRcvSkb, "sock_queue_rcv_skb", kProtocol)                                      \
+  X(kSockAllocSendSkb, "sock_alloc_send_skb", kSkb)                                         \
+  X(kIpAppendData, "ip_append_data", kProtocol)                                             \
+  X(kIpPushPendingFrames, "ip_push_pending_frames", kProtocol)                              \
   /* IPv4: net/ipv4/ip_{output,input,forward}.c, route.c */                                 \
   X(kIpQueueXmit, "ip_queue_xmit", kProtocol)                                               \
   X(kIpOutput, "ip_output", kProtocol)                                                      \
@@ -138,6 +143,12 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   X(kLoopbackXmit, "loopback_xmit", kDevice)                                                \
   X(kBrHandleFrame, "br_handle_frame", kDevice)                                             \
   X(kBrForward, "br_forward", kDevice)                                                      \
+  X(kBrHandleFrameFinish, "br_handle_frame_finish", kDevice)                                \
+  X(kBrFdbGet, "__br_fdb_get", kDevice)                                                     \
+  X(kBrForwardFinish, "br_forward_finish", kDevice)                                         \
+  X(kBrDevQueuePushXmit, "br_dev_queue_push_xmit", kDevice)                                 \
+  X(kBrDevXmit, "br_dev_xmit", kDevice)                                                     \
+  X(kBrPassFrameUp, "br_pass_frame_up", kDevice)                                            \
   /* process and system */                                                                  \
   X(kSysSendto, "sys_sendto", kOther)                                                       \
   X(kSysRecvfrom, "sys_recvfrom", kOther)                                                   \

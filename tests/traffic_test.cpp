@@ -1,0 +1,305 @@
+// traffic_test.cpp — netperf's other tests (TCP_MAERTS, UDP_STREAM, TCP_RR) and the bridge, through
+// the C++ API: conservation and determinism for each, and the copies, checksums and drops each
+// path makes, each checked against the kernel function that decides it.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/examples.hpp"
+#include "sim/features.hpp"
+#include "sim/run.hpp"
+#include "skbsim/ledger.hpp"
+#include "skbsim/symbols.hpp"
+
+namespace skbsim::sim {
+namespace {
+
+// A CPU fast enough that the link, not the CPU, limits every configuration.
+const CostModel& fast_cost() {
+  static const CostModel m = uniform_cost(2.0, 100, 2.0, 2.0, 1.5);
+  return m;
+}
+
+ScenarioSpec shortened(ScenarioSpec s) {
+  s.duration_s = 0.03;
+  s.warmup_s = 0.01;
+  return s;
+}
+
+ScenarioSpec container2620() { return thread2007(Thread2007::kContainer, fast_cost()); }
+ScenarioSpec direct2620() { return thread2007(Thread2007::kNoContainer, fast_cost()); }
+ScenarioSpec veth6x() { return container_veth_6x(fast_cost(), true); }
+
+ScenarioSpec make_case(const std::string& name) {
+  static const std::map<std::string, ScenarioSpec (*)()> kCases = {
+      {"maerts_container_2620",
+       [] { return with_traffic(container2620(), TrafficType::kTcpMaerts); }},
+      {"maerts_veth_6x", [] { return with_traffic(veth6x(), TrafficType::kTcpMaerts); }},
+      {"udp_container_2620", [] { return with_traffic(container2620(), TrafficType::kUdpStream); }},
+      {"udp_direct_2620", [] { return with_traffic(direct2620(), TrafficType::kUdpStream); }},
+      {"udp_veth_6x", [] { return with_traffic(veth6x(), TrafficType::kUdpStream); }},
+      {"rr_container_2620", [] { return with_traffic(container2620(), TrafficType::kTcpRr); }},
+      {"rr_veth_6x", [] { return with_traffic(veth6x(), TrafficType::kTcpRr); }},
+      {"stream_bridge_2620", [] { return bridged(container2620()); }},
+      {"stream_bridge_6x", [] { return bridged(veth6x()); }},
+      {"rr_bridge_2620", [] { return with_traffic(bridged(container2620()), TrafficType::kTcpRr); }},
+  };
+  auto it = kCases.find(name);
+  if (it == kCases.end()) {
+    throw std::invalid_argument(name);
+  }
+  return shortened(it->second());
+}
+
+const RunResult& cached(const std::string& name) {
+  static std::map<std::string, RunResult> runs;
+  auto it = runs.find(name);
+  if (it == runs.end()) {
+    it = runs.emplace(name, run_scenario(make_case(name))).first;
+  }
+  return it->second;
+}
+
+const HostResult& host(const RunResult& r, std::string_view name) {
+  for (const HostResult& h : r.hosts) {
+    if (h.name == name) {
+      return h;
+    }
+  }
+  throw std::runtime_error("no host " + std::string(name));
+}
+
+const LedgerCell& cell(const HostResult& h, Sym s) {
+  return h.cells[static_cast<std::size_t>(s)];
+}
+
+double per_segment(const RunResult& r, std::uint64_t n) {
+  return static_cast<double>(n) / static_cast<double>(r.segments);
+}
+
+std::uint64_t drops(const RunResult& r, const std::string& why) {
+  auto it = r.drops.find(why);
+  return it == r.drops.end() ? 0 : it->second;
+}
+
+bool has_hazard(const RunResult& r, std::string_view kind) {
+  for (const Hazard& h : r.hazards) {
+    if (h.kind == kind) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---- conservation and determinism, every traffic type -------------------------------------------
+
+class TrafficConservation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrafficConservation, BytesPoolAndCpuTimeBalance) {
+  const RunResult& r = cached(GetParam());
+  EXPECT_GT(r.bytes_received, 0U);
+  EXPECT_EQ(r.total_bytes_sent, r.total_bytes_received + r.total_bytes_dropped)
+      << "sent " << r.total_bytes_sent << " received " << r.total_bytes_received << " dropped "
+      << r.total_bytes_dropped;
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+  EXPECT_GT(r.total_busy_ps, 0);
+  EXPECT_EQ(r.total_busy_ps, r.total_ledger_ps);
+}
+
+TEST_P(TrafficConservation, SameSpecGivesBitIdenticalResults) {
+  const RunResult& r1 = cached(GetParam());
+  const RunResult r2 = run_scenario(make_case(GetParam()));
+  EXPECT_EQ(r1.throughput_mbps, r2.throughput_mbps);
+  EXPECT_EQ(r1.transactions, r2.transactions);
+  EXPECT_EQ(r1.total_busy_ps, r2.total_busy_ps);
+  EXPECT_EQ(r1.events, r2.events);
+  EXPECT_EQ(r1.drops, r2.drops);
+  ASSERT_EQ(r1.hosts.size(), r2.hosts.size());
+  for (std::size_t i = 0; i < r1.hosts.size(); ++i) {
+    EXPECT_EQ(r1.hosts[i].busy_ps, r2.hosts[i].busy_ps);
+    EXPECT_EQ(r1.hosts[i].total.cost_ps, r2.hosts[i].total.cost_ps);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryType, TrafficConservation,
+                         ::testing::Values("maerts_container_2620", "maerts_veth_6x",
+                                           "udp_container_2620", "udp_direct_2620", "udp_veth_6x",
+                                           "rr_container_2620", "rr_veth_6x", "stream_bridge_2620",
+                                           "stream_bridge_6x", "rr_bridge_2620"),
+                         [](const auto& i) { return i.param; });
+
+// ---- TCP_MAERTS ---------------------------------------------------------------------------------
+
+// B sends; the container receives through ip_forward. The forwarded skbs are B's own, not clones,
+// and the container's ACKs are plain skbs: skb_cow (ip_forward) copies nothing on A.
+TEST(TcpMaerts, DataFlowsToNetperfAndIpForwardCopiesNothing) {
+  const RunResult& r = cached("maerts_container_2620");
+  const HostResult& a = host(r, "A");
+  const HostResult& b = host(r, "B");
+  EXPECT_GT(cell(b, Sym::kTcpSendmsg).calls, 0U);
+  EXPECT_EQ(cell(a, Sym::kTcpSendmsg).calls, 0U);
+  EXPECT_GT(cell(a, Sym::kIpForward).calls, r.segments);  // data and ACKs
+  EXPECT_EQ(cell(a, Sym::kPskbExpandHead).calls, 0U);
+  EXPECT_NEAR(r.throughput_mbps, 941.5, 941.5 * 0.02);  // 1448 / 1538 of the gigabit wire
+}
+
+// 2.6.20 ip_forward sets CHECKSUM_NONE on what the e1000 had verified, and etun marks nothing:
+// the container's tcp_recvmsg copies-and-checksums every payload byte
+// (skb_copy_and_csum_datagram_iovec).
+TEST(TcpMaerts, ContainerReceiverVerifiesEveryPayloadByteIn2620) {
+  const RunResult& r = cached("maerts_container_2620");
+  const HostResult& a = host(r, "A");
+  EXPECT_GE(per_segment(r, cell(a, Sym::kSkbCopyAndCsumDatagramIovec).bytes()), 1448 * 0.98);
+  EXPECT_EQ(cell(a, Sym::kSkbCopyDatagramIovec).calls, 0U);
+}
+
+// ---- UDP_STREAM ---------------------------------------------------------------------------------
+
+// etun_xmit orphans the skb (sock_wfree), so the container's sender never waits for the e1000:
+// it sends faster than the wire and the host's qdisc drops the rest.
+TEST(UdpStream, EtunOrphansSoTheSenderOutrunsTheWireAndTheQdiscDrops) {
+  const RunResult& r = cached("udp_container_2620");
+  EXPECT_GT(drops(r, "qdisc_full"), 0U);
+  EXPECT_GT(r.sent_mbps, r.throughput_mbps * 1.5);
+  EXPECT_NEAR(r.throughput_mbps, 1000.0 * 1472 / 1538, 1000.0 * 1472 / 1538 * 0.01);
+}
+
+// On the host itself the skb stays charged to the socket until the e1000 completes it:
+// sock_alloc_send_skb sleeps on the send buffer, nothing is dropped, the wire is full.
+TEST(UdpStream, DirectSenderSleepsOnItsSendBufferAndNothingDrops) {
+  const RunResult& r = cached("udp_direct_2620");
+  EXPECT_TRUE(r.drops.empty());
+  EXPECT_NEAR(r.throughput_mbps, 1000.0 * 1472 / 1538, 1000.0 * 1472 / 1538 * 0.01);
+  EXPECT_NEAR(r.sent_mbps, r.throughput_mbps, r.throughput_mbps * 0.02);
+  EXPECT_GT(cell(host(r, "A"), Sym::kScheduleWakeup).calls, 0U);  // sock_def_write_space
+}
+
+// ip_append_data: CHECKSUM_PARTIAL and a plain copy when the route device sums (the e1000),
+// else a fused copy-and-checksum (etun, no offload).
+TEST(UdpStream, IpAppendDataSumsInSoftwareOnlyWithoutChecksumOffload) {
+  const RunResult& ct = cached("udp_container_2620");
+  const RunResult& direct = cached("udp_direct_2620");
+  const HostResult& a_ct = host(ct, "A");
+  const HostResult& a_direct = host(direct, "A");
+  EXPECT_NEAR(per_segment(ct, cell(a_ct, Sym::kCsumPartialCopyGeneric).bytes()), 1472, 1);
+  EXPECT_EQ(cell(a_direct, Sym::kCsumPartialCopyGeneric).calls, 0U);
+  EXPECT_NEAR(per_segment(direct, cell(a_direct, Sym::kCopyFromUser).bytes()), 1472, 1);
+}
+
+// 6.x veth keeps CHECKSUM_PARTIAL, the modern NIC finishes it: no payload byte summed on A.
+TEST(UdpStream, Veth6xSumsNoPayloadInSoftware) {
+  const RunResult& r = cached("udp_veth_6x");
+  EXPECT_LT(per_segment(r, host(r, "A").total.bytes_checksummed()), 50);
+}
+
+// sock_queue_rcv_skb: a datagram that would overflow the receive buffer is dropped (UDP has no
+// flow control); the conservation still holds.
+TEST(UdpStream, ReceiverDropsWhatItsBufferCannotHold) {
+  ScenarioSpec s = make_case("udp_direct_2620");
+  s.flows[0].rcvbuf = 2304;  // SOCK_MIN_RCVBUF: room for one e1000 RX skb (truesize ~1.9 KB)
+  const RunResult r = run_scenario(s);
+  EXPECT_GT(drops(r, "socket_rcvbuf_full"), 0U);
+  EXPECT_LT(r.throughput_mbps, 900);
+  EXPECT_EQ(r.total_bytes_sent, r.total_bytes_received + r.total_bytes_dropped);
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+}
+
+// ---- TCP_RR -------------------------------------------------------------------------------------
+
+// One transaction in flight: two data segments per transaction, the ACKs ride on the answers
+// (tcp_event_ack_sent cancels the delayed ACK), and every request is a clone that ip_forward's
+// skb_cow copies, while B's answers are not clones and are forwarded as they are.
+TEST(TcpRr, OneTransactionInFlightWithPiggybackedAcks) {
+  const RunResult& r = cached("rr_container_2620");
+  ASSERT_GT(r.transactions, 10U);
+  EXPECT_NEAR(static_cast<double>(r.segments), 2.0 * static_cast<double>(r.transactions), 2.0);
+  const HostResult& a = host(r, "A");
+  const HostResult& b = host(r, "B");
+  EXPECT_LE(cell(a, Sym::kTcpSendAck).calls + cell(b, Sym::kTcpSendAck).calls, 2U);
+  EXPECT_NEAR(static_cast<double>(cell(a, Sym::kPskbExpandHead).calls),
+              static_cast<double>(r.transactions), 2.0);
+  EXPECT_NEAR(r.transactions_per_s, static_cast<double>(r.transactions) / 0.03, 1e-6);
+}
+
+// The rate is set by the round trip: each way waits for the receiving NIC's interrupt, so with
+// 200 us of interrupt moderation a transaction takes more than 400 us.
+TEST(TcpRr, InterruptModerationBoundsTheTransactionRate) {
+  ScenarioSpec slow = make_case("rr_container_2620");
+  ScenarioSpec quick = slow;
+  for (DeviceSpec& d : slow.devices) {
+    d.irq_delay_us = 200;
+  }
+  for (DeviceSpec& d : quick.devices) {
+    d.irq_delay_us = 10;
+  }
+  const RunResult rs = run_scenario(slow);
+  const RunResult rq = run_scenario(quick);
+  EXPECT_LT(rs.transactions_per_s, 1e6 / 400.0);
+  EXPECT_GT(rs.transactions_per_s, 0.0);
+  EXPECT_GT(rq.transactions_per_s, 3 * rs.transactions_per_s);
+}
+
+// ---- the bridge ---------------------------------------------------------------------------------
+
+// br_forward hands the frame to the port as it is: no skb_cow, no TTL decrement, no routing.
+TEST(Bridge, ForwardsTheCloneWithoutCopyOrTtl) {
+  const RunResult& r = cached("stream_bridge_2620");
+  const HostResult& a = host(r, "A");
+  EXPECT_EQ(cell(a, Sym::kPskbExpandHead).calls, 0U);
+  EXPECT_EQ(cell(a, Sym::kIpDecreaseTtl).calls, 0U);
+  EXPECT_EQ(cell(a, Sym::kIpForward).calls, 0U);
+  EXPECT_GE(cell(a, Sym::kBrForward).calls, r.segments);  // data one way, ACKs the other
+  EXPECT_NEAR(r.throughput_mbps, 941.5, 941.5 * 0.02);
+  // etun still offers no checksum offload: TCP in the container copies-and-sums.
+  EXPECT_GE(per_segment(r, cell(a, Sym::kCsumPartialCopyGeneric).bytes()), 1448 * 0.98);
+}
+
+// 2.6.20 __br_forward sets CHECKSUM_NONE unconditionally, like its ip_forward: with Kirill's etun
+// offloads a CHECKSUM_PARTIAL skb would leave the host with a wrong checksum.
+TEST(Bridge, PartialChecksumThroughA2620BridgeIsAHazard) {
+  ScenarioSpec s = make_case("stream_bridge_2620");
+  for (DeviceSpec& d : s.devices) {
+    if (d.kind == DevKind::kEtun) {
+      d.features = feat::kHwCsum | feat::kSg | feat::kLltx | feat::kHighDma;
+    }
+  }
+  const RunResult r = run_scenario(s);
+  ASSERT_TRUE(has_hazard(r, "partial_checksum_forwarded"));
+  EXPECT_FALSE(has_hazard(cached("stream_bridge_2620"), "partial_checksum_forwarded"));
+}
+
+// 6.x skb_forward_csum() keeps CHECKSUM_PARTIAL: nothing summed in software on A.
+TEST(Bridge, Veth6xBridgeKeepsPartialChecksums) {
+  const RunResult& r = cached("stream_bridge_6x");
+  EXPECT_TRUE(r.hazards.empty());
+  EXPECT_EQ(cell(host(r, "A"), Sym::kPskbExpandHead).calls, 0U);
+  EXPECT_LT(per_segment(r, host(r, "A").total.bytes_checksummed()), 50);
+}
+
+// The converged forwarding database: every address behind its port, nothing flooded.
+TEST(Bridge, ForwardingDatabaseNamesThePortTowardsEachAddress) {
+  const ScenarioSpec s = bridged(container2620());
+  const DeviceSpec* br = nullptr;
+  for (const DeviceSpec& d : s.devices) {
+    if (d.kind == DevKind::kBridge) {
+      br = &d;
+    }
+  }
+  ASSERT_NE(br, nullptr);
+  const auto fdb = bridge_fdb(s, *br);
+  std::map<std::uint32_t, std::string> by_addr(fdb.begin(), fdb.end());
+  EXPECT_EQ(by_addr.at(ipv4(10, 0, 0, 3)), "A/etun0");  // the container
+  EXPECT_EQ(by_addr.at(ipv4(10, 0, 0, 2)), "A/eth0");   // host B, across the cable
+  EXPECT_EQ(by_addr.count(ipv4(10, 0, 0, 1)), 0U);      // A's own: passed up, not forwarded
+  const RunResult& r = cached("stream_bridge_2620");
+  EXPECT_EQ(cell(host(r, "A"), Sym::kSkbClone).calls, r.segments);  // TCP's clones only
+}
+
+}  // namespace
+}  // namespace skbsim::sim
