@@ -16,6 +16,7 @@
 #include "sim/calibrate.hpp"
 #include "sim/input_error.hpp"
 #include "sim/output_dir.hpp"
+#include "sim/plot.hpp"
 #include "sim/report.hpp"
 #include "sim/scenario.hpp"
 #include "skbsim/bug.hpp"
@@ -179,9 +180,11 @@ int run_run(const std::vector<std::string>& args) {
 }
 
 int run_validate(const std::vector<std::string>& args) {
-  const std::string usage = "skbsim validate [SCENARIO|DIR]...";
+  const std::string usage = "skbsim validate [SCENARIO|DIR]... [--plot DIR]";
   po::options_description visible("Options");
-  visible.add_options()("help,h", "print this help")("json", "print the table as JSON");
+  visible.add_options()("help,h", "print this help")("json", "print the table as JSON")(
+      "plot", po::value<std::string>(),
+      "also draw DIR/predicted-vs-measured.svg and .png (skbsim plot)");
   po::options_description all;
   all.add(visible).add_options()("paths", po::value<std::vector<std::string>>());
   po::positional_options_description pos;
@@ -211,6 +214,7 @@ int run_validate(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   std::vector<Check> checks;
+  std::vector<PlotInput> plotted;
   std::size_t done = 0;
   std::size_t with_ref = 0;
   for (const Scenario& sc : scenarios) {
@@ -229,6 +233,9 @@ int run_validate(const std::vector<std::string>& args) {
     } catch (const SkbBug& e) {
       checks.push_back({sc.name, "run", "", "BUG", e.what(), false});
       continue;
+    }
+    if (vm.count("plot") != 0) {
+      plotted.push_back({sc.file, nlohmann::json(result_json(sc, r, false))});
     }
     const Reference& ref = *sc.reference;
     const auto err = error_pct(r, ref);
@@ -257,6 +264,20 @@ int run_validate(const std::vector<std::string>& args) {
   }
   if (stderr_is_terminal() && done > 0) {
     std::cerr << "\r\033[K" << std::flush;
+  }
+  if (vm.count("plot") != 0) {
+    PlotOptions o;
+    o.breakdown = false;
+    o.sweeps = false;
+    try {
+      if (plotted.empty()) {
+        throw InputError(paths.front(), "", "expected a scenario with a reference to plot, got none");
+      }
+      write_plots(vm["plot"].as<std::string>(), plotted, o);
+    } catch (const InputError& e) {
+      std::cerr << e.what() << "\n";
+      return kExitUsage;
+    }
   }
   bool all_ok = true;
   if (vm.count("json") != 0) {

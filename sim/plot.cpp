@@ -607,11 +607,14 @@ OutputFiles plot_files(const std::vector<PlotInput>& inputs, const PlotOptions& 
   }
   predicted_vs_measured(checks, o.formats, files);
   if (files.empty()) {
-    throw InputError(inputs.empty() ? std::string("skbsim plot") : inputs.front().file, "",
-                     std::string("expected something to draw (") +
-                         (o.breakdown ? "a result, " : "") +
-                         (o.predicted ? "a result with a reference, " : "") +
-                         (o.sweeps ? "a sweep" : "") + "), got nothing drawable");
+    std::string wanted;
+    for (const auto& [on, what] : {std::pair{o.breakdown, "a result"},
+                                   std::pair{o.predicted, "a result with measured figures"},
+                                   std::pair{o.sweeps, "a sweep"}}) {
+      wanted += on ? std::string(wanted.empty() ? "" : " or ") + what : "";
+    }
+    throw InputError(inputs.empty() ? std::string("(no input)") : inputs.front().file, "",
+                     "expected " + wanted + " to draw, got nothing drawable");
   }
   return files;
 }
