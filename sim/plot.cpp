@@ -220,12 +220,16 @@ struct Check {  // one measured figure of one scenario
 void read_checks(const PlotInput& in, std::map<std::string, std::vector<Check>>& out) {
   const JsonReader doc(in.doc, in.file);
   const std::string name = doc.child("scenario").string();
-  if (doc.has("validation")) {
-    for (const JsonReader& v : doc.child("validation").array()) {
-      Check c{name, v.child("measured").number_in(-1e300, 1e300),
-              v.child("predicted").number_in(-1e300, 1e300),
-              v.child("tolerance_pct").number_in(0, 1e6)};
-      out[v.child("figure").string()].push_back(c);
+  if (doc.has("validation")) {  // a baseline: figure -> measured, predicted, tolerance
+    const JsonReader all = doc.child("validation");
+    if (!all.node().is_object()) {
+      all.fail("expected an object, got " + std::string(all.node().type_name()));
+    }
+    for (auto it = all.node().begin(); it != all.node().end(); ++it) {
+      const JsonReader v = all.child(it.key());
+      out[it.key()].push_back({name, v.child("measured").number_in(-1e300, 1e300),
+                               v.child("predicted").number_in(-1e300, 1e300),
+                               v.child("tolerance_pct").number_in(0, 1e6)});
     }
     return;
   }
