@@ -303,7 +303,7 @@ void breakdown(const std::vector<Bar>& bars, const std::vector<std::string>& for
   p << "       '' using 0:" << kGroups.size() + 2 << ":(sprintf('%.2f', $" << kGroups.size() + 2
     << ")) with labels offset 0,0.7 notitle\n";
   const int width = std::max(760, 300 + 80 * static_cast<int>(bars.size()));
-  const int height = 420 + 4 * static_cast<int>(longest);
+  const int height = 540 + 4 * static_cast<int>(longest);
   files.emplace_back("breakdown.dat", d.str());
   files.emplace_back("breakdown.gp",
                      script("breakdown", "CPU breakdown by kernel symbol group, per scenario",
