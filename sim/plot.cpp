@@ -125,7 +125,8 @@ Kind kind_of(const PlotInput& in) {
   if (d.is_object() && d.contains("scenario") && d.contains("hosts")) {
     return Kind::kResult;
   }
-  const std::string found = d.is_object() ? "an object without them" : "no object";
+  const std::string found = d.is_object() ? std::string("an object without them")
+                                          : "a JSON " + std::string(d.type_name());
   throw InputError(in.file, "",
                    "expected a result JSON (keys \"scenario\", \"hosts\": skbsim run, results/) or "
                    "a sweep (keys \"axes\", \"rows\": skbsim sweep), got " +
