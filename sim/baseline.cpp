@@ -38,10 +38,14 @@ constexpr int kExitUsage = 2;
 // host never called the symbol, so a symbol that appears is a changed figure, not a new key.
 constexpr std::array<const char*, 4> kTotals = {"cycles", "bytes_copied", "bytes_checksummed",
                                                 "allocs"};
-constexpr std::array<const char*, 8> kCounters = {
-    "skb_clone_calls",         "pskb_expand_head_calls",    "pskb_expand_head_bytes",
-    "skb_segment_calls",       "skb_checksum_help_calls",   "csum_partial_bytes",
-    "csum_partial_copy_generic_bytes", "copy_from_user_bytes"};
+constexpr std::array<const char*, 8> kCounters = {"skb_clone_calls",
+                                                  "pskb_expand_head_calls",
+                                                  "pskb_expand_head_bytes",
+                                                  "skb_segment_calls",
+                                                  "skb_checksum_help_calls",
+                                                  "csum_partial_bytes",
+                                                  "csum_partial_copy_generic_bytes",
+                                                  "copy_from_user_bytes"};
 
 constexpr std::size_t kGroupCount = static_cast<std::size_t>(SymGroup::kOther) + 1;
 
@@ -53,7 +57,8 @@ double round_to(double v, int decimals) {
 // Leaves of a JSON document by pointer, in document order: objects are walked into; arrays and
 // scalars are leaves (a hazard list is one figure).
 template <class Json>
-void flatten(const Json& j, const std::string& at, std::vector<std::pair<std::string, nlohmann::json>>& out) {
+void flatten(const Json& j, const std::string& at,
+             std::vector<std::pair<std::string, nlohmann::json>>& out) {
   if (j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it) {
       flatten(it.value(), at + "/" + json_pointer_token(it.key()), out);
@@ -93,7 +98,8 @@ void print_table(std::ostream& out, const std::vector<Moved>& moved) {
   out << std::left << std::setw(static_cast<int>(ws + 2)) << "scenario"
       << std::setw(static_cast<int>(wf + 2)) << "figure" << std::right
       << std::setw(static_cast<int>(wb)) << "baseline" << std::setw(static_cast<int>(wn + 2))
-      << "now" << std::setw(10) << "change" << "\n";
+      << "now" << std::setw(10) << "change"
+      << "\n";
   for (const Moved& m : moved) {
     out << std::left << std::setw(static_cast<int>(ws + 2)) << m.scenario
         << std::setw(static_cast<int>(wf + 2)) << m.figure << std::right
@@ -122,7 +128,8 @@ std::vector<Item> load_items(const std::vector<std::string>& paths) {
       const std::string rel = dir ? fs::path(f).lexically_relative(p).generic_string()
                                   : fs::path(f).filename().string();
       if (!rels.insert(rel).second) {
-        throw InputError(f, "", "expected scenarios with distinct baseline names, got a second " + rel);
+        throw InputError(f, "",
+                         "expected scenarios with distinct baseline names, got a second " + rel);
       }
       items.push_back({rel, load_scenario(f), {}});
     }
@@ -146,18 +153,77 @@ OJ runtime_json(const std::vector<Item>& items, unsigned repeat) {
   std::uint64_t hops = 0;
   double wall = 0;
   for (const Item& it : items) {
-    per[it.rel] = {{"hops", it.hops},
-                   {"events", it.events},
-                   {"wall_ms", round_to(it.wall_ms, 3)},
-                   {"hops_per_s", it.wall_ms > 0 ? std::llround(1000.0 * static_cast<double>(it.hops) / it.wall_ms) : 0}};
+    per[it.rel] = {
+        {"hops", it.hops},
+        {"events", it.events},
+        {"wall_ms", round_to(it.wall_ms, 3)},
+        {"hops_per_s",
+         it.wall_ms > 0 ? std::llround(1000.0 * static_cast<double>(it.hops) / it.wall_ms) : 0}};
     hops += it.hops;
     wall += it.wall_ms;
   }
   out["scenarios"] = std::move(per);
-  out["total"] = {{"hops", hops},
-                  {"wall_ms", round_to(wall, 3)},
-                  {"hops_per_s", wall > 0 ? std::llround(1000.0 * static_cast<double>(hops) / wall) : 0}};
+  out["total"] = {
+      {"hops", hops},
+      {"wall_ms", round_to(wall, 3)},
+      {"hops_per_s", wall > 0 ? std::llround(1000.0 * static_cast<double>(hops) / wall) : 0}};
   return out;
+}
+
+// One host of a baseline: its figures from the result JSON `full`, and its CPU split by group.
+OJ host_json(const HostResult& h, const OJ& full) {
+  OJ jh;
+  jh["cpu_util_pct"] = full["cpu_util_pct"];
+  jh["service_demand_us_per_kb"] = full["service_demand_us_per_kb"];
+  std::array<double, kGroupCount> cost{};
+  double total = 0;
+  for (std::size_t i = 0; i < kSymCount; ++i) {
+    const auto ps = static_cast<double>(h.cells[i].cost_ps);
+    cost[static_cast<std::size_t>(symbol_group(static_cast<Sym>(i)))] += ps;
+    total += ps;
+  }
+  OJ groups;
+  for (std::size_t g = 0; g < kGroupCount; ++g) {
+    groups[std::string(group_name(static_cast<SymGroup>(g)))] =
+        round_to(total > 0 ? h.cpu_util_pct * cost[g] / total : 0.0, 4);
+  }
+  jh["cpu_pct_by_group"] = std::move(groups);
+  OJ per;
+  const OJ& fp = full["per_segment"];
+  for (const char* k : kTotals) {
+    per[k] = fp[k];
+  }
+  for (const char* k : kCounters) {
+    per[k] = fp.contains(k) ? fp[k] : OJ(0.0);
+  }
+  jh["per_segment"] = std::move(per);
+  return jh;
+}
+
+// The reference's figures, measured next to predicted, as `skbsim validate` pairs them.
+OJ validation_json(const Scenario& sc, const RunResult& r) {
+  const HostResult* local = local_host(sc, r);
+  const HostResult* remote = remote_host(sc, r);
+  OJ v = OJ::object();
+  for (const ReferenceFigure& f : sc.reference->figures()) {
+    const HostResult* h = f.key.rfind("remote_", 0) == 0 ? remote : local;
+    double predicted = 0;
+    if (f.key == "throughput_mbps") {
+      predicted = r.throughput_mbps;
+    } else if (h == nullptr) {
+      continue;
+    } else if (f.key.find("cpu_util_pct") != std::string::npos) {
+      predicted = h->cpu_util_pct;
+    } else {
+      predicted = h->service_demand_us_per_kb;
+    }
+    // No error_pct: it follows from these two, and a small move of a prediction near its
+    // measurement is a large relative move of its error, which would defeat the tolerance.
+    v[f.key] = {{"measured", f.value},
+                {"predicted", round_to(predicted, 4)},
+                {"tolerance_pct", sc.reference->tolerance_pct}};
+  }
+  return v;
 }
 
 }  // namespace
@@ -176,33 +242,7 @@ OJ baseline_json(const Scenario& sc, const RunResult& r, const std::string& scen
   out["segments"] = full["segments"];
   OJ hosts = OJ::object();
   for (const HostResult& h : r.hosts) {
-    const OJ& fh = full["hosts"][h.name];
-    OJ jh;
-    jh["cpu_util_pct"] = fh["cpu_util_pct"];
-    jh["service_demand_us_per_kb"] = fh["service_demand_us_per_kb"];
-    std::array<double, kGroupCount> cost{};
-    double total = 0;
-    for (std::size_t i = 0; i < kSymCount; ++i) {
-      const auto ps = static_cast<double>(h.cells[i].cost_ps);
-      cost[static_cast<std::size_t>(symbol_group(static_cast<Sym>(i)))] += ps;
-      total += ps;
-    }
-    OJ groups;
-    for (std::size_t g = 0; g < kGroupCount; ++g) {
-      groups[std::string(group_name(static_cast<SymGroup>(g)))] =
-          round_to(total > 0 ? h.cpu_util_pct * cost[g] / total : 0.0, 4);
-    }
-    jh["cpu_pct_by_group"] = std::move(groups);
-    OJ per;
-    const OJ& fp = fh["per_segment"];
-    for (const char* k : kTotals) {
-      per[k] = fp[k];
-    }
-    for (const char* k : kCounters) {
-      per[k] = fp.contains(k) ? fp[k] : OJ(0.0);
-    }
-    jh["per_segment"] = std::move(per);
-    hosts[h.name] = std::move(jh);
+    hosts[h.name] = host_json(h, full["hosts"][h.name]);
   }
   out["hosts"] = std::move(hosts);
   out["drops"] = full["drops"];
@@ -212,28 +252,7 @@ OJ baseline_json(const Scenario& sc, const RunResult& r, const std::string& scen
   }
   out["hazards"] = std::move(hazards);
   if (sc.reference) {
-    const HostResult* remote = remote_host(sc, r);
-    OJ v = OJ::object();
-    for (const ReferenceFigure& f : sc.reference->figures()) {
-      const bool is_remote = f.key.rfind("remote_", 0) == 0;
-      const HostResult* h = is_remote ? remote : local;
-      double predicted = 0;
-      if (f.key == "throughput_mbps") {
-        predicted = r.throughput_mbps;
-      } else if (h == nullptr) {
-        continue;
-      } else if (f.key.find("cpu_util_pct") != std::string::npos) {
-        predicted = h->cpu_util_pct;
-      } else {
-        predicted = h->service_demand_us_per_kb;
-      }
-      // No error_pct: it follows from these two, and a small move of a prediction near its
-      // measurement is a large relative move of its error, which would defeat the tolerance.
-      v[f.key] = {{"measured", f.value},
-                  {"predicted", round_to(predicted, 4)},
-                  {"tolerance_pct", sc.reference->tolerance_pct}};
-    }
-    out["validation"] = std::move(v);
+    out["validation"] = validation_json(sc, r);
   }
   return out;
 }
@@ -286,6 +305,118 @@ std::vector<Moved> compare_baseline(const std::string& scenario, const nlohmann:
   return moved;
 }
 
+namespace {
+
+// Runs every scenario `runs` times (the figures are the same each time; the best wall time is
+// the speed) and makes its baseline document.
+void run_items(std::vector<Item>& items, unsigned runs) {
+  for (Item& it : items) {
+    RunResult r;
+    for (unsigned i = 0; i < runs; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      r = run_scenario(it.sc.spec);
+      const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
+      it.wall_ms = i == 0 ? took.count() : std::min(it.wall_ms, took.count());
+    }
+    it.hops = r.hops;
+    it.events = r.events;
+    it.doc = baseline_json(it.sc, r, it.rel);
+  }
+}
+
+// Baseline files under `dir` (by their "scenario_file" key; not plots/) that no item has.
+std::vector<std::string> gone_baselines(const fs::path& dir, const std::vector<Item>& items) {
+  std::set<std::string> rels;
+  for (const Item& it : items) {
+    rels.insert(it.rel);
+  }
+  std::vector<std::string> gone;  // relative to dir
+  for (auto e = fs::recursive_directory_iterator(dir); e != fs::recursive_directory_iterator();
+       ++e) {
+    const std::string rel = e->path().lexically_relative(dir).generic_string();
+    if (e->is_directory() && e->path().filename() == "plots") {
+      e.disable_recursion_pending();
+    } else if (e->is_regular_file() && e->path().extension() == ".json" && rels.count(rel) == 0) {
+      const nlohmann::json doc = load_json_file(e->path().string(), e->path().string());
+      if (doc.is_object() && doc.contains("scenario_file")) {
+        gone.push_back(rel);
+      }
+    }
+  }
+  std::sort(gone.begin(), gone.end());
+  return gone;
+}
+
+std::vector<Moved> compare_items(const std::vector<Item>& items, const fs::path& dir,
+                                 double tolerance, bool find_gone, std::size_t& compared) {
+  std::vector<Moved> moved;
+  for (const Item& it : items) {
+    const fs::path f = dir / it.rel;
+    if (!fs::exists(f)) {
+      moved.push_back({it.sc.name, "(baseline file)", "missing", "new scenario", ""});
+      continue;
+    }
+    const auto found = compare_baseline(it.sc.name, load_json_file(f.string(), f.string()), it.doc,
+                                        tolerance, compared);
+    moved.insert(moved.end(), found.begin(), found.end());
+  }
+  if (find_gone && fs::is_directory(dir)) {
+    for (const std::string& g : gone_baselines(dir, items)) {
+      moved.push_back({g, "(baseline file)", "present", "scenario gone", ""});
+    }
+  }
+  return moved;
+}
+
+int report_check(std::size_t scenarios, std::size_t compared, const std::vector<Moved>& moved,
+                 const fs::path& dir, const std::string& tol) {
+  if (moved.empty()) {
+    std::cout << "skbsim baseline: " << scenarios << " scenarios, " << compared
+              << " figures, all within " << tol << "% of " << dir.generic_string() << "/\n";
+    return 0;
+  }
+  std::cout << "skbsim baseline: " << moved.size() << " change(s) against " << dir.generic_string()
+            << "/ (" << scenarios << " scenarios, " << compared << " figures compared, tolerance "
+            << tol << "% of the committed value):\n\n";
+  print_table(std::cout, moved);
+  std::cout << "\nIf the change is intended, update the baseline and commit it with the "
+               "change:\n  bash scripts/baseline.sh update   (runs skbsim baseline --update)\n";
+  return 1;
+}
+
+// Writes the baseline files, runtime.json and plots/ into `dir`, all or nothing, keeping the
+// entries of the old `dir` it does not make (e.g. bench/).
+void write_update(const fs::path& dir, const std::vector<Item>& items, unsigned repeat) {
+  OutputFiles files;
+  std::vector<PlotInput> inputs;
+  for (const Item& it : items) {
+    files.emplace_back(it.rel, it.doc.dump(2) + "\n");
+    inputs.push_back({(dir / it.rel).generic_string(), nlohmann::json(it.doc)});
+  }
+  files.emplace_back("runtime.json", runtime_json(items, repeat).dump(2) + "\n");
+  const PlotOptions o;
+  const OutputFiles pictures = plot_files(inputs, o);
+  for (const auto& [name, content] : pictures) {
+    files.emplace_back("plots/" + name, content);
+  }
+  std::set<std::string> produced;
+  for (const auto& [name, content] : files) {
+    produced.insert(name.substr(0, name.find('/')));
+  }
+  write_atomically(dir, files, [&](const fs::path& partial) {
+    if (fs::is_directory(dir)) {
+      for (const auto& e : fs::directory_iterator(dir)) {
+        if (produced.count(e.path().filename().string()) == 0) {
+          fs::copy(e.path(), partial / e.path().filename(), fs::copy_options::recursive);
+        }
+      }
+    }
+    draw(partial / "plots", pictures, o.formats);
+  });
+}
+
+}  // namespace
+
 int run_baseline(const std::vector<std::string>& args) {
   const std::string usage =
       "skbsim baseline --check|--update [SCENARIO|DIR]... [--results DIR] [--tolerance PCT]";
@@ -293,8 +424,7 @@ int run_baseline(const std::vector<std::string>& args) {
   visible.add_options()("help,h", "print this help")(
       "check", "compare the predictions with the committed baseline; exit 1 when one moved")(
       "update", "write the predictions, runtime.json and the plots as the new baseline")(
-      "results,r", po::value<std::string>()->default_value("results"),
-      "the baseline directory")(
+      "results,r", po::value<std::string>()->default_value("results"), "the baseline directory")(
       "tolerance", po::value<double>()->default_value(kBaselineTolerancePct),
       "how far a figure may move, in percent of its committed value")(
       "repeat", po::value<unsigned>()->default_value(3),
@@ -339,119 +469,28 @@ int run_baseline(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   const bool explicit_paths = vm.count("paths") != 0;
-  const std::vector<std::string> paths = explicit_paths
-                                             ? vm["paths"].as<std::vector<std::string>>()
-                                             : std::vector<std::string>{"scenarios"};
+  const std::vector<std::string> paths = explicit_paths ? vm["paths"].as<std::vector<std::string>>()
+                                                        : std::vector<std::string>{"scenarios"};
   const fs::path dir = vm["results"].as<std::string>();
   try {
     std::vector<Item> items = load_items(paths);
-    std::set<std::string> rels;
-    for (Item& it : items) {
-      rels.insert(it.rel);
-      RunResult r;
-      for (unsigned i = 0; i < (update ? repeat : 1U); ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        r = run_scenario(it.sc.spec);
-        const std::chrono::duration<double, std::milli> took =
-            std::chrono::steady_clock::now() - t0;
-        it.wall_ms = i == 0 ? took.count() : std::min(it.wall_ms, took.count());
-      }
-      it.hops = r.hops;
-      it.events = r.events;
-      it.doc = baseline_json(it.sc, r, it.rel);
-    }
-    std::vector<Moved> moved;
+    run_items(items, update ? repeat : 1U);
     std::size_t compared = 0;
-    for (const Item& it : items) {
-      const fs::path f = dir / it.rel;
-      if (!fs::exists(f)) {
-        moved.push_back({it.sc.name, "(baseline file)", "missing", "new scenario", ""});
-        continue;
-      }
-      const auto found = compare_baseline(it.sc.name, load_json_file(f.string(), f.string()),
-                                          it.doc, tolerance, compared);
-      moved.insert(moved.end(), found.begin(), found.end());
-    }
-    if (!explicit_paths && fs::is_directory(dir)) {  // baselines whose scenario is gone
-      std::vector<std::string> gone;  // relative to dir
-      for (auto e = fs::recursive_directory_iterator(dir); e != fs::recursive_directory_iterator();
-           ++e) {
-        if (e->is_directory() && e->path().filename() == "plots") {
-          e.disable_recursion_pending();
-        } else if (e->is_regular_file() && e->path().extension() == ".json" &&
-                   rels.count(e->path().lexically_relative(dir).generic_string()) == 0) {
-          const nlohmann::json doc = load_json_file(e->path().string(), e->path().string());
-          if (doc.is_object() && doc.contains("scenario_file")) {
-            gone.push_back(e->path().lexically_relative(dir).generic_string());
-          }
-        }
-      }
-      std::sort(gone.begin(), gone.end());
-      for (const std::string& g : gone) {
-        moved.push_back({g, "(baseline file)", "present", "scenario gone", ""});
-      }
-    }
-    const std::string tol = [&] {
-      std::ostringstream s;
-      s << tolerance;
-      return s.str();
-    }();
+    const std::vector<Moved> moved =
+        compare_items(items, dir, tolerance, !explicit_paths, compared);
+    std::ostringstream tol;
+    tol << tolerance;
     if (check) {
-      if (moved.empty()) {
-        std::cout << "skbsim baseline: " << items.size() << " scenarios, " << compared
-                  << " figures, all within " << tol << "% of " << dir.generic_string() << "/\n";
-        return 0;
-      }
-      std::cout << "skbsim baseline: " << moved.size() << " change(s) against "
-                << dir.generic_string() << "/ (" << items.size() << " scenarios, " << compared
-                << " figures compared, tolerance " << tol << "% of the committed value):\n\n";
-      print_table(std::cout, moved);
-      std::cout << "\nIf the change is intended, update the baseline and commit it with the "
-                   "change:\n  bash scripts/baseline.sh update   (runs skbsim baseline --update)\n";
-      return 1;
+      return report_check(items.size(), compared, moved, dir, tol.str());
     }
-    // --update
-    OutputFiles files;
-    std::vector<PlotInput> inputs;
-    for (const Item& it : items) {
-      files.emplace_back(it.rel, it.doc.dump(2) + "\n");
-      inputs.push_back({(dir / it.rel).generic_string(), nlohmann::json(it.doc)});
-    }
-    files.emplace_back("runtime.json", runtime_json(items, repeat).dump(2) + "\n");
-    const PlotOptions o;
-    const OutputFiles pictures = plot_files(inputs, o);
-    for (const auto& [name, content] : pictures) {
-      files.emplace_back("plots/" + name, content);
-    }
-    std::set<std::string> produced;
-    for (const auto& [name, content] : files) {
-      produced.insert(name.substr(0, name.find('/')));
-    }
-    write_atomically(dir, files, [&](const fs::path& partial) {
-      if (fs::is_directory(dir)) {  // keep what the baseline does not make (e.g. bench/)
-        for (const auto& e : fs::directory_iterator(dir)) {
-          if (produced.count(e.path().filename().string()) == 0) {
-            fs::copy(e.path(), partial / e.path().filename(), fs::copy_options::recursive);
-          }
-        }
-      }
-      draw(partial / "plots", pictures, o.formats);
-    });
+    write_update(dir, items, repeat);
     if (!moved.empty()) {
-      std::cout << "Changed from the previous baseline (tolerance " << tol << "%):\n\n";
+      std::cout << "Changed from the previous baseline (tolerance " << tol.str() << "%):\n\n";
       print_table(std::cout, moved);
       std::cout << "\n";
     }
     std::cout << "wrote " << dir.generic_string() << "/: " << items.size()
-              << " scenario baselines, runtime.json, plots/ (";
-    bool first = true;
-    for (const auto& [name, content] : pictures) {
-      if (fs::path(name).extension() == ".gp") {
-        std::cout << (first ? "" : ", ") << fs::path(name).stem().string();
-        first = false;
-      }
-    }
-    std::cout << ")\n";
+              << " scenario baselines, runtime.json, plots/ (breakdown, predicted-vs-measured)\n";
 #ifndef NDEBUG
     std::cerr << "note: runtime.json holds a debug build's speed; update with the release build\n";
 #endif

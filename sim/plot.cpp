@@ -2,8 +2,6 @@
 
 #include "sim/plot.hpp"
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -18,6 +16,8 @@
 #include "sim/commands.hpp"
 #include "sim/input_error.hpp"
 #include "sim/json_reader.hpp"
+
+#include <sys/wait.h>
 
 namespace skbsim::sim {
 namespace {
@@ -44,9 +44,9 @@ constexpr std::array<GroupStyle, 7> kGroups = {{
     {"other", "other (syscall, wake-up)", "#7f7f7f"},
 }};
 
-constexpr std::array<const char*, 10> kLineColours = {
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+constexpr std::array<const char*, 10> kLineColours = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                                      "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                                                      "#bcbd22", "#17becf"};
 
 // The measured figures a reference block can hold, with how a panel names them.
 struct FigureStyle {
@@ -96,8 +96,8 @@ std::string script(const std::string& name, const std::string& what, const std::
   std::ostringstream s;
   s << "# " << what << "\n"
     << "# Written by skbsim plot with " << data << ", the data it reads. To draw it again, run\n"
-    << "# `gnuplot " << name << ".gp` in this directory: it writes " << name << ".svg and "
-    << name << ".png.\n"
+    << "# `gnuplot " << name << ".gp` in this directory: it writes " << name << ".svg and " << name
+    << ".png.\n"
     << "set encoding utf8\n"
     << "do for [fmt in " << gp(fmts) << "] {\n"
     << "  if (fmt eq 'svg') {\n"
@@ -187,7 +187,7 @@ Bar read_bar(const PlotInput& in, const std::string& wanted_host) {
     return b;
   }
   if (!h.has("profile")) {
-    h.fail("expected \"profile\" (skbsim run) or \"cpu_pct_by_group\" (results/), got neither");
+    h.fail(R"(expected "profile" (skbsim run) or "cpu_pct_by_group" (results/), got neither)");
   }
   std::array<double, kGroups.size()> cycles{};
   double all = 0;
@@ -376,7 +376,8 @@ void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& chec
        << "  set rmargin 30\n"
        << (rotate ? "  set xtics rotate by 30 right nomirror\n" : "  set xtics nomirror\n")
        << p.str() << "  unset multiplot\n";
-  const int height = static_cast<int>(panels) * (260 + (rotate ? 4 * static_cast<int>(longest) : 0)) + 60;
+  const int height =
+      static_cast<int>(panels) * (260 + (rotate ? 4 * static_cast<int>(longest) : 0)) + 60;
   files.emplace_back("predicted-vs-measured.dat", d.str());
   files.emplace_back(
       "predicted-vs-measured.gp",
@@ -414,14 +415,26 @@ std::string short_name(const std::string& pointer) {
   return out;
 }
 
-void sweep(const PlotInput& in, const std::string& stem, const std::string& wanted_host,
-           const std::vector<std::string>& formats, OutputFiles& files) {
-  const JsonReader doc(in.doc, in.file);
-  const std::string scenario = doc.has("scenario") ? doc.child("scenario").string() : in.file;
-  struct Axis {
-    std::string path;
-    std::vector<json> values;
-  };
+struct Axis {
+  std::string path;
+  std::vector<json> values;
+};
+
+struct SweepPoint {
+  std::size_t x;  // index into the first axis's values
+  double cpu;
+  double sd;
+};
+
+struct Sweep {
+  std::string scenario;
+  std::string host;
+  std::vector<Axis> axes;
+  // One line per combination of the other axes' values (their indices, in axis order).
+  std::map<std::vector<std::size_t>, std::vector<SweepPoint>> lines;
+};
+
+std::vector<Axis> read_axes(const JsonReader& doc) {
   std::vector<Axis> axes;
   for (const JsonReader& a : doc.child("axes").array()) {
     Axis ax{a.child("path").string(), {}};
@@ -436,129 +449,160 @@ void sweep(const PlotInput& in, const std::string& stem, const std::string& want
   if (axes.empty()) {
     doc.child("axes").fail("expected at least one axis, got an empty array");
   }
+  return axes;
+}
+
+// Where a row sits on every axis.
+std::vector<std::size_t> row_position(const JsonReader& row, const std::vector<Axis>& axes) {
+  const JsonReader inputs = row.child("inputs");
+  std::vector<std::size_t> at;
+  for (const Axis& ax : axes) {
+    const JsonReader v = inputs.child(ax.path);
+    const auto it = std::find(ax.values.begin(), ax.values.end(), v.node());
+    if (it == ax.values.end()) {
+      v.fail("expected one of the values of axis " + ax.path + ", got " + v.node().dump());
+    }
+    at.push_back(static_cast<std::size_t>(it - ax.values.begin()));
+  }
+  return at;
+}
+
+Sweep read_sweep(const PlotInput& in, const std::string& wanted_host) {
+  const JsonReader doc(in.doc, in.file);
+  Sweep sw;
+  sw.scenario = doc.has("scenario") ? doc.child("scenario").string() : in.file;
+  sw.axes = read_axes(doc);
   const std::vector<JsonReader> rows = doc.child("rows").array();
   if (rows.empty()) {
     doc.child("rows").fail("expected at least one row, got an empty array");
   }
   const json no_local_host = json::object();  // a sweep's rows name no local host
-  const std::string host =
-      pick_host(JsonReader(no_local_host, in.file), rows.front().child("hosts"), wanted_host);
-  // One line per combination of the other axes' values (their indices, in axis order).
-  struct Point {
-    std::size_t x;
-    double cpu;
-    double sd;
-  };
-  std::map<std::vector<std::size_t>, std::vector<Point>> lines;
+  sw.host = pick_host(JsonReader(no_local_host, in.file), rows.front().child("hosts"), wanted_host);
   for (const JsonReader& row : rows) {
-    const JsonReader inputs = row.child("inputs");
-    std::vector<std::size_t> at;
-    for (const Axis& ax : axes) {
-      const JsonReader v = inputs.child(ax.path);
-      const auto it = std::find(ax.values.begin(), ax.values.end(), v.node());
-      if (it == ax.values.end()) {
-        v.fail("expected one of the values of axis " + ax.path + ", got " + v.node().dump());
-      }
-      at.push_back(static_cast<std::size_t>(it - ax.values.begin()));
-    }
-    const JsonReader h = row.child("hosts").child(host);
-    const Point pt{at.front(), h.child("cpu_util_pct").number_in(0, 1e9),
-                   h.child("service_demand_us_per_kb").number_in(0, 1e9)};
-    lines[std::vector<std::size_t>(at.begin() + 1, at.end())].push_back(pt);
+    const std::vector<std::size_t> at = row_position(row, sw.axes);
+    const JsonReader h = row.child("hosts").child(sw.host);
+    sw.lines[std::vector<std::size_t>(at.begin() + 1, at.end())].push_back(
+        {at.front(), h.child("cpu_util_pct").number_in(0, 1e9),
+         h.child("service_demand_us_per_kb").number_in(0, 1e9)});
   }
-  const Axis& x = axes.front();
+  for (auto& [key, points] : sw.lines) {
+    std::stable_sort(points.begin(), points.end(),
+                     [](const SweepPoint& a, const SweepPoint& b) { return a.x < b.x; });
+  }
+  return sw;
+}
+
+// How the first axis is drawn: numbers at their values (on a log2 scale when they span a factor
+// 16 or more), anything else as categories at 0, 1, 2, ...
+struct XScale {
   bool numeric = true;
+  bool log = false;
+  std::string lo;  // the range, with a margin so the outermost points clear the border
+  std::string hi;
+  std::string tics;  // gnuplot's set xtics (...) list
+  std::size_t longest_tic = 0;
+  std::string at(const Axis& x, std::size_t i) const {
+    return numeric ? x.values[i].dump() : std::to_string(i);
+  }
+};
+
+XScale x_scale(const Axis& x) {
+  XScale s;
   double lo = 1e300;
   double hi = -1e300;
   for (const json& v : x.values) {
-    numeric = numeric && v.is_number();
+    s.numeric = s.numeric && v.is_number();
     if (v.is_number()) {
       lo = std::min(lo, v.get<double>());
       hi = std::max(hi, v.get<double>());
     }
   }
-  const bool log = numeric && lo > 0 && hi / lo >= 16;
-  const auto x_of = [&](std::size_t i) {
-    return numeric ? x.values[i].dump() : std::to_string(i);
-  };
+  s.log = s.numeric && lo > 0 && hi / lo >= 16;
+  const double span = hi > lo ? hi - lo : std::max(1.0, std::abs(hi));
+  if (!s.numeric) {
+    s.lo = "-0.3";
+    s.hi = num(static_cast<double>(x.values.size()) - 0.7, 1);
+  } else if (s.log) {
+    s.lo = num(lo / 1.4);
+    s.hi = num(hi * 1.4);
+  } else {
+    s.lo = num(lo - 0.04 * span);
+    s.hi = num(hi + 0.04 * span);
+  }
+  for (std::size_t i = 0; i < x.values.size(); ++i) {
+    s.tics += (i == 0 ? "" : ", ") + gp(value_text(x.values[i])) + " " + s.at(x, i);
+    s.longest_tic = std::max(s.longest_tic, value_text(x.values[i]).size());
+  }
+  return s;
+}
+
+// A line's legend: the other axes' values, named by the last token of their path unless two
+// axes share it.
+std::string line_title(const Sweep& sw, const std::vector<std::size_t>& key) {
+  std::string title;
+  for (std::size_t a = 1; a < sw.axes.size(); ++a) {
+    const std::string name = short_name(sw.axes[a].path);
+    bool clash = false;
+    for (std::size_t b = 0; b < sw.axes.size(); ++b) {
+      clash = clash || (b != a && short_name(sw.axes[b].path) == name);
+    }
+    title += (title.empty() ? "" : ", ") + (clash ? sw.axes[a].path : name) + "=" +
+             value_text(sw.axes[a].values[key[a - 1]]);
+  }
+  return title.empty() ? "host " + sw.host : title;
+}
+
+void sweep(const PlotInput& in, const std::string& stem, const std::string& wanted_host,
+           const std::vector<std::string>& formats, OutputFiles& files) {
+  const Sweep sw = read_sweep(in, wanted_host);
+  const Axis& x = sw.axes.front();
+  const XScale xs = x_scale(x);
   std::ostringstream d;
-  d << "# Sweep of " << scenario << " (" << in.file << "), host " << host
+  d << "# Sweep of " << sw.scenario << " (" << in.file << "), host " << sw.host
     << ". One block (gnuplot index) per line;\n# columns: " << x.path
-    << (numeric ? "" : " (index)") << ", its value, CPU utilisation %, service demand us/KB.\n";
+    << (xs.numeric ? "" : " (index)") << ", its value, CPU utilisation %, service demand us/KB.\n";
   std::vector<std::string> titles;
   std::size_t longest_title = 0;
-  std::size_t k = 0;
-  for (auto& [key, points] : lines) {
-    std::stable_sort(points.begin(), points.end(),
-                     [](const Point& a, const Point& b) { return a.x < b.x; });
-    std::string title;
-    for (std::size_t a = 1; a < axes.size(); ++a) {
-      bool clash = false;
-      for (std::size_t b = 0; b < axes.size(); ++b) {
-        clash = clash || (b != a && short_name(axes[b].path) == short_name(axes[a].path));
-      }
-      title += (title.empty() ? "" : ", ") +
-               (clash ? axes[a].path : short_name(axes[a].path)) + "=" +
-               value_text(axes[a].values[key[a - 1]]);
-    }
-    titles.push_back(title.empty() ? "host " + host : title);
+  for (const auto& [key, points] : sw.lines) {
+    titles.push_back(line_title(sw, key));
     longest_title = std::max(longest_title, titles.back().size());
-    d << (k == 0 ? "" : "\n\n") << "# index " << k << ": " << titles.back() << "\n";
-    for (const Point& pt : points) {
-      d << x_of(pt.x) << " " << dat(value_text(x.values[pt.x])) << " " << num(pt.cpu) << " "
+    d << (titles.size() == 1 ? "" : "\n\n") << "# index " << titles.size() - 1 << ": "
+      << titles.back() << "\n";
+    for (const SweepPoint& pt : points) {
+      d << xs.at(x, pt.x) << " " << dat(value_text(x.values[pt.x])) << " " << num(pt.cpu) << " "
         << num(pt.sd) << "\n";
     }
-    ++k;
-  }
-  std::string tics;
-  std::size_t longest_tic = 0;
-  for (std::size_t i = 0; i < x.values.size(); ++i) {
-    tics += (i == 0 ? "" : ", ") + gp(value_text(x.values[i])) + " " + x_of(i);
-    longest_tic = std::max(longest_tic, value_text(x.values[i]).size());
   }
   const std::string data = stem + ".dat";
   files.emplace_back(data, d.str());
   struct Y {
     const char* suffix;
     int column;
-    std::string label;
     std::string what;
+    std::string unit;
   };
-  const std::array<Y, 2> ys = {{
-      {"-cpu", 3, "CPU utilisation of host " + host + " (%)", "CPU utilisation"},
-      {"-service-demand", 4, "service demand of host " + host + " (us/KB)", "Service demand"},
-  }};
-  const bool rotate = longest_tic > 6 && x.values.size() > 4;
-  // A margin around the outermost values, so their points and tics stay clear of the border.
-  const double span = hi > lo ? hi - lo : std::max(1.0, std::abs(hi));
-  const std::string x_lo = !numeric ? "-0.3"
-                           : log    ? num(lo / 1.4, 4)
-                                    : num(lo - 0.04 * span, 4);
-  const std::string x_hi = !numeric ? num(static_cast<double>(x.values.size()) - 0.7, 1)
-                           : log    ? num(hi * 1.4, 4)
-                                    : num(hi + 0.04 * span, 4);
-  for (const Y& y : ys) {
+  for (const Y& y :
+       {Y{"-cpu", 3, "CPU utilisation", "%"}, Y{"-service-demand", 4, "Service demand", "us/KB"}}) {
     std::ostringstream p;
-    p << "  set title " << gp(y.what + " of host " + host + " against " + short_name(x.path) +
-                              ": sweep of " + scenario)
-      << "\n"
-      << "  set xlabel " << gp(x.path) << "\n"
-      << "  set ylabel " << gp(y.label) << "\n"
-      << "  set key outside right top\n"
-      << "  set grid lc rgb '#d0d0d0'\n"
-      << "  set yrange [0:*]\n"
-      << (log ? "  set logscale x 2\n" : "") << "  set xrange [" << x_lo << ":" << x_hi << "]\n"
-      << "  set xtics (" << tics << ")" << (rotate ? " rotate by 30 right" : "") << "\n"
-      << "  plot ";
+    p << "  set title "
+      << gp(y.what + " of host " + sw.host + " against " + short_name(x.path) + ": sweep of " +
+            sw.scenario)
+      << "\n  set xlabel " << gp(x.path) << "\n  set ylabel "
+      << gp((y.column == 3 ? "CPU utilisation" : "service demand") + std::string(" of host ") +
+            sw.host + " (" + y.unit + ")")
+      << "\n  set key outside right top\n  set grid lc rgb '#d0d0d0'\n  set yrange [0:*]\n"
+      << (xs.log ? "  set logscale x 2\n" : "") << "  set xrange [" << xs.lo << ":" << xs.hi
+      << "]\n  set xtics (" << xs.tics << ")"
+      << (xs.longest_tic > 6 && x.values.size() > 4 ? " rotate by 30 right" : "") << "\n  plot ";
     for (std::size_t i = 0; i < titles.size(); ++i) {
-      p << (i == 0 ? "" : ", \\\n       ") << gp(data) << " index " << i << " using 1:"
-        << y.column << " with linespoints lw 2 pt " << (i % 7) + 5 << " ps 1.1 lc rgb "
+      p << (i == 0 ? "" : ", \\\n       ") << gp(data) << " index " << i << " using 1:" << y.column
+        << " with linespoints lw 2 pt " << (i % 7) + 5 << " ps 1.1 lc rgb "
         << gp(kLineColours[i % kLineColours.size()]) << " title " << gp(titles[i]);
     }
     p << "\n";
     const std::string name = stem + y.suffix;
     files.emplace_back(name + ".gp",
-                       script(name, y.what + " across a sweep of " + scenario, data, formats,
+                       script(name, y.what + " across a sweep of " + sw.scenario, data, formats,
                               760 + 7 * static_cast<int>(longest_title), 540, p.str()));
   }
 }
@@ -569,6 +613,38 @@ std::string shell_quote(const std::string& s) {
     q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   }
   return q + "'";
+}
+
+// Runs `gnuplot FILE` in FILE's directory; InputError (naming `shown`) when gnuplot is missing or
+// fails, with the last line it printed.
+void run_gnuplot(const fs::path& gp_file, const std::string& shown) {
+  const std::string cmd = "cd " + shell_quote(gp_file.parent_path().string()) + " && gnuplot " +
+                          shell_quote(gp_file.filename().string()) + " 2>&1";
+  std::string output;
+  int status = -1;
+  if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
+    std::array<char, 512> buf{};
+    while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe) != nullptr) {
+      output += buf.data();
+    }
+    status = ::pclose(pipe);
+  }
+  if (status == 0) {
+    return;
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    throw InputError("gnuplot", "",
+                     "expected the gnuplot program on the PATH (Debian package gnuplot-nox), "
+                     "got none");
+  }
+  std::string last;
+  std::istringstream lines(output);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.find_first_not_of(" ^") != std::string::npos) {
+      last = l;
+    }
+  }
+  throw InputError(shown, "", "expected gnuplot to draw it, got: " + last);
 }
 
 std::string stem_for(const std::string& file, std::set<std::string>& taken) {
@@ -586,7 +662,9 @@ std::string stem_for(const std::string& file, std::set<std::string>& taken) {
 
 }  // namespace
 
-PlotInput load_plot_input(const std::string& path) { return {path, load_json_file(path, path)}; }
+PlotInput load_plot_input(const std::string& path) {
+  return {path, load_json_file(path, path)};
+}
 
 OutputFiles plot_files(const std::vector<PlotInput>& inputs, const PlotOptions& o) {
   std::vector<Bar> bars;
@@ -630,38 +708,13 @@ void draw(const fs::path& dir, const OutputFiles& files, const std::vector<std::
       continue;
     }
     const fs::path gp_file = dir / name;
-    const std::string cmd = "cd " + shell_quote(gp_file.parent_path().string()) +
-                            " && gnuplot " + shell_quote(gp_file.filename().string()) + " 2>&1";
-    std::string output;
-    int status = -1;
-    if (FILE* pipe = ::popen(cmd.c_str(), "r")) {
-      std::array<char, 512> buf{};
-      while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe) != nullptr) {
-        output += buf.data();
-      }
-      status = ::pclose(pipe);
-    }
-    if (status != 0) {
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-        throw InputError("gnuplot", "",
-                         "expected the gnuplot program on the PATH (Debian package gnuplot-nox), "
-                         "got none");
-      }
-      std::string last;
-      std::istringstream lines(output);
-      for (std::string l; std::getline(lines, l);) {
-        if (l.find_first_not_of(" ^") != std::string::npos) {
-          last = l;
-        }
-      }
-      throw InputError(name, "", "expected gnuplot to draw it, got: " + last);
-    }
+    run_gnuplot(gp_file, name);
     for (const std::string& f : formats) {
       const fs::path pic = gp_file.parent_path() / (gp_file.stem().string() + "." + f);
       std::error_code ec;
       if (!fs::exists(pic) || fs::file_size(pic, ec) == 0) {
-        throw InputError(name, "", "expected gnuplot to draw " + pic.filename().string() +
-                                       ", got no picture");
+        throw InputError(
+            name, "", "expected gnuplot to draw " + pic.filename().string() + ", got no picture");
       }
     }
   }
@@ -683,16 +736,14 @@ std::vector<std::string> write_plots(const fs::path& out, const std::vector<Plot
 }
 
 int run_plot(const std::vector<std::string>& args) {
-  const std::string usage =
-      "skbsim plot RESULTS... [--out DIR] [--format svg,png] [--host HOST]";
+  const std::string usage = "skbsim plot RESULTS... [--out DIR] [--format svg,png] [--host HOST]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "out,o", po::value<std::string>()->default_value("plots"),
       "the directory to write (replaced as a whole)")(
       "format,f", po::value<std::string>()->default_value("svg,png"),
-      "picture formats: svg, png or both")(
-      "host", po::value<std::string>(),
-      "the host to draw (default: each result's local host)");
+      "picture formats: svg, png or both")("host", po::value<std::string>(),
+                                           "the host to draw (default: each result's local host)");
   po::options_description all;
   all.add(visible).add_options()("inputs", po::value<std::vector<std::string>>());
   po::positional_options_description pos;

@@ -2,15 +2,15 @@
 // plot.hpp — pictures of what skbsim writes, drawn by gnuplot (`skbsim plot`, `validate --plot`,
 // `baseline --update`). Three kinds, each a gnuplot script, the data it reads and the pictures:
 //
-//   result JSONs / baselines --> breakdown.{gp,dat}             stacked bars: each scenario's host
-//                                                               CPU by symbol group (copy, checksum,
-//                                                               skb, protocol, device, memory, other)
-//                            --> predicted-vs-measured.{gp,dat} one panel per measured figure: the
-//                                                               measured value with its tolerance
-//                                                               band, and the prediction
-//   sweep.json (skbsim sweep) --> <stem>-cpu.gp, <stem>-service-demand.gp, <stem>.dat
-//                                                               lines: the first axis on x, one line
-//                                                               per combination of the other axes
+//   results, baselines --> breakdown.{gp,dat}              stacked bars: each scenario's host
+//                                                         CPU by symbol group (copy, checksum,
+//                                                         skb, protocol, device, memory, other)
+//                      --> predicted-vs-measured.{gp,dat}  one panel per measured figure: the
+//                                                         measured value, its tolerance band,
+//                                                         and the prediction
+//   sweep <stem>.json  --> <stem>-cpu.gp, <stem>-service-demand.gp, <stem>.dat
+//                                                         the first axis on x, one line per
+//                                                         combination of the other axes
 //
 // X.gp draws X.svg and X.png (the formats asked for) in its own directory, so `gnuplot X.gp` there
 // draws them again by hand. Reading and checking the inputs, and composing the scripts and data,
@@ -36,8 +36,8 @@ struct PlotInput {
 
 struct PlotOptions {
   std::vector<std::string> formats = {"svg", "png"};
-  std::string host;        // the host to draw; empty: each result's local host (see plot.cpp)
-  bool breakdown = true;   // the kinds to draw, when their inputs are there
+  std::string host;       // the host to draw; empty: each result's local host (see plot.cpp)
+  bool breakdown = true;  // the kinds to draw, when their inputs are there
   bool predicted = true;
   bool sweeps = true;
 };

@@ -5,8 +5,8 @@
 #include "sim/baseline.hpp"
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -119,8 +119,8 @@ TEST(BaselineCommand, CoefficientChangeFailsUntilTheBaselineIsUpdated) {
   EXPECT_NE(before.out.find("hosts/A/cpu_util_pct"), std::string::npos) << before.out;
   EXPECT_NE(before.out.find("hosts/A/per_segment/cycles"), std::string::npos) << before.out;
 
-  const Invocation update = skbsim({"baseline", "--update", "--repeat", "1", "--results",
-                                    results.string(), scenarios.string()});
+  const Invocation update = skbsim(
+      {"baseline", "--update", "--repeat", "1", "--results", results.string(), scenarios.string()});
   ASSERT_EQ(update.exit_code, 0) << update.out << update.err;
   EXPECT_NE(update.out.find("Changed from the previous baseline"), std::string::npos);
   const Invocation after = skbsim(check);
@@ -161,7 +161,8 @@ TEST(BaselineCommand, BadInputIsOneLineExitTwoAndNothingWritten) {
   const auto runs = run_batch(
       SKBSIM_BINARY, kSource,
       {{"baseline", "--check", "--results", broken.string(), "scenarios/thread2007/container.json"},
-       {"baseline", "--update", "--results", out.string(), "tests/data/scenarios/bad/bad-ipv4.json"},
+       {"baseline", "--update", "--results", out.string(),
+        "tests/data/scenarios/bad/bad-ipv4.json"},
        {"baseline", "--check", "--update"},
        {"baseline", "--help"}});
   EXPECT_EQ(runs[0].exit_code, 2);

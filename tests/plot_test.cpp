@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/input_error.hpp"
+
 #include "tests/support/process.hpp"
 
 namespace {
@@ -65,9 +66,11 @@ PlotInput sweep_fixture() {
 // A small result in the shape of docs/results.md: two hosts, a reference on host A.
 json tiny_result(const std::string& name, double cpu) {
   return json::parse(R"({
-    "scenario": ")" + name + R"(", "throughput_mbps": 700.0,
+    "scenario": ")" + name +
+                     R"(", "throughput_mbps": 700.0,
     "hosts": {
-      "A": {"cpu_util_pct": )" + std::to_string(cpu) + R"(, "service_demand_us_per_kb": 4.0,
+      "A": {"cpu_util_pct": )" +
+                     std::to_string(cpu) + R"(, "service_demand_us_per_kb": 4.0,
             "profile": [{"symbol": "memcpy", "group": "copy", "calls": 10, "cycles": 300},
                         {"symbol": "tcp_sendmsg", "group": "protocol", "calls": 10, "cycles": 100}]},
       "B": {"cpu_util_pct": 5.0, "service_demand_us_per_kb": 1.0, "profile": []}},
@@ -99,17 +102,15 @@ TEST(PlotFiles, HostOptionPicksTheBar) {
 }
 
 TEST(PlotFiles, PredictedAgainstMeasuredCarriesTheToleranceBand) {
-  const OutputFiles f = plot_files({{"a.json", tiny_result("alpha", 21.0)},
-                                    {"b.json", tiny_result("beta", 19.0)}},
-                                   PlotOptions{});
+  const OutputFiles f =
+      plot_files({{"a.json", tiny_result("alpha", 21.0)}, {"b.json", tiny_result("beta", 19.0)}},
+                 PlotOptions{});
   const std::string* dat = file_named(f, "predicted-vs-measured.dat");
   ASSERT_NE(dat, nullptr);
   // x, scenario, measured, measured -/+ 5 %, predicted, error %, tolerance %
-  EXPECT_NE(dat->find("0 \"alpha\" 20.0000 19.0000 21.0000 21.0000 5.000 5.000"),
-            std::string::npos)
+  EXPECT_NE(dat->find("0 \"alpha\" 20.0000 19.0000 21.0000 21.0000 5.000 5.000"), std::string::npos)
       << *dat;
-  EXPECT_NE(dat->find("1 \"beta\" 20.0000 19.0000 21.0000 19.0000 -5.000 5.000"),
-            std::string::npos)
+  EXPECT_NE(dat->find("1 \"beta\" 20.0000 19.0000 21.0000 19.0000 -5.000 5.000"), std::string::npos)
       << *dat;
   EXPECT_NE(file_named(f, "predicted-vs-measured.gp")->find("measured ± tolerance"),
             std::string::npos);
@@ -253,8 +254,8 @@ TEST(PlotCommand, BadInputIsOneLineExitTwoAndNothingWritten) {
   ASSERT_GE(names.size(), 6U);
   std::vector<std::vector<std::string>> cases;
   for (const std::string& n : names) {
-    cases.push_back({"plot", "tests/data/plot/bad/" + n + ".json", "--out",
-                     (tmp.path() / n).string()});
+    cases.push_back(
+        {"plot", "tests/data/plot/bad/" + n + ".json", "--out", (tmp.path() / n).string()});
   }
   const fs::path kept = tmp.path() / "kept";
   fs::create_directories(kept);
@@ -283,10 +284,9 @@ TEST(PlotCommand, BadInputIsOneLineExitTwoAndNothingWritten) {
 }
 
 TEST(PlotCommand, BadFlagsPrintUsageAndExitTwo) {
-  const auto runs = run_batch(SKBSIM_BINARY, kSource,
-                              {{"plot", "tests/data/plot/sweep.json", "--format", "gif"},
-                               {"plot"},
-                               {"plot", "--help"}});
+  const auto runs = run_batch(
+      SKBSIM_BINARY, kSource,
+      {{"plot", "tests/data/plot/sweep.json", "--format", "gif"}, {"plot"}, {"plot", "--help"}});
   EXPECT_EQ(runs[0].exit_code, 2);
   EXPECT_NE(runs[0].err.find("Usage: skbsim plot"), std::string::npos);
   EXPECT_EQ(runs[1].exit_code, 2);
