@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
+  gnuplot-nox jq
 )
 
 missing=()

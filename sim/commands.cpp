@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -16,6 +15,8 @@
 
 #include "sim/calibrate.hpp"
 #include "sim/input_error.hpp"
+#include "sim/output_dir.hpp"
+#include "sim/plot.hpp"
 #include "sim/report.hpp"
 #include "sim/scenario.hpp"
 #include "skbsim/bug.hpp"
@@ -44,44 +45,6 @@ std::string fixed(double v, int d) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(d) << v;
   return s.str();
-}
-
-// Writes `files` (name -> content) into `dir` completely or not at all: everything goes into
-// `dir.partial/` first, which then replaces `dir`.
-void write_atomically(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& files) {
-  const fs::path partial = dir.string() + ".partial";
-  std::error_code ec;
-  fs::remove_all(partial, ec);
-  fs::create_directories(partial);
-  for (const auto& [name, content] : files) {
-    std::ofstream out(partial / name, std::ios::binary);
-    out << content;
-    if (!out) {
-      fs::remove_all(partial, ec);
-      throw InputError(dir.string(), "", "expected a writable output directory, got a write error");
-    }
-  }
-  const fs::path old = dir.string() + ".old";
-  fs::remove_all(old, ec);
-  if (fs::exists(dir)) {
-    fs::rename(dir, old);
-  }
-  fs::rename(partial, dir);
-  fs::remove_all(old, ec);
-}
-
-void write_file_atomically(const fs::path& file, const std::string& content) {
-  const fs::path tmp = file.string() + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << content;
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError(file.string(), "", "expected a writable file, got a write error");
-    }
-  }
-  fs::rename(tmp, file);
 }
 
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
@@ -217,9 +180,11 @@ int run_run(const std::vector<std::string>& args) {
 }
 
 int run_validate(const std::vector<std::string>& args) {
-  const std::string usage = "skbsim validate [SCENARIO|DIR]...";
+  const std::string usage = "skbsim validate [SCENARIO|DIR]... [--plot DIR]";
   po::options_description visible("Options");
-  visible.add_options()("help,h", "print this help")("json", "print the table as JSON");
+  visible.add_options()("help,h", "print this help")("json", "print the table as JSON")(
+      "plot", po::value<std::string>(),
+      "also draw DIR/predicted-vs-measured.svg and .png (skbsim plot)");
   po::options_description all;
   all.add(visible).add_options()("paths", po::value<std::vector<std::string>>());
   po::positional_options_description pos;
@@ -249,6 +214,7 @@ int run_validate(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   std::vector<Check> checks;
+  std::vector<PlotInput> plotted;
   std::size_t done = 0;
   std::size_t with_ref = 0;
   for (const Scenario& sc : scenarios) {
@@ -267,6 +233,9 @@ int run_validate(const std::vector<std::string>& args) {
     } catch (const SkbBug& e) {
       checks.push_back({sc.name, "run", "", "BUG", e.what(), false});
       continue;
+    }
+    if (vm.count("plot") != 0) {
+      plotted.push_back({sc.file, nlohmann::json(result_json(sc, r, false))});
     }
     const Reference& ref = *sc.reference;
     const auto err = error_pct(r, ref);
@@ -295,6 +264,20 @@ int run_validate(const std::vector<std::string>& args) {
   }
   if (stderr_is_terminal() && done > 0) {
     std::cerr << "\r\033[K" << std::flush;
+  }
+  if (vm.count("plot") != 0) {
+    PlotOptions o;
+    o.breakdown = false;
+    o.sweeps = false;
+    try {
+      if (plotted.empty()) {
+        throw InputError(paths.front(), "", "expected a scenario with a reference to plot, got none");
+      }
+      write_plots(vm["plot"].as<std::string>(), plotted, o);
+    } catch (const InputError& e) {
+      std::cerr << e.what() << "\n";
+      return kExitUsage;
+    }
   }
   bool all_ok = true;
   if (vm.count("json") != 0) {

@@ -10,6 +10,8 @@ namespace skbsim::sim {
 int run_run(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
+int run_plot(const std::vector<std::string>& args);      // sim/plot.cpp
+int run_baseline(const std::vector<std::string>& args);  // sim/baseline.cpp
 
 // Scenario files under `paths` (files as given; directories searched recursively, skipping the
 // shared pieces, presets and ops examples: shared/, models/, ops/, studies/), sorted.
