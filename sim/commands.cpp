@@ -107,7 +107,8 @@ std::vector<std::string> scenario_files(const std::vector<std::string>& paths) {
          ++it) {
       const std::string leaf = it->path().filename().string();
       if (it->is_directory() &&
-          (leaf == "shared" || leaf == "models" || leaf == "ops" || leaf == "studies")) {
+          (leaf == "shared" || leaf == "models" || leaf == "ops" || leaf == "studies" ||
+           leaf == "measurements")) {
         it.disable_recursion_pending();
         continue;
       }

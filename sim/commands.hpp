@@ -12,9 +12,11 @@ int run_validate(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
 int run_plot(const std::vector<std::string>& args);      // sim/plot.cpp
 int run_baseline(const std::vector<std::string>& args);  // sim/baseline.cpp
+int run_measure(const std::vector<std::string>& args);   // sim/measure.cpp
 
 // Scenario files under `paths` (files as given; directories searched recursively, skipping the
-// shared pieces, presets and ops examples: shared/, models/, ops/, studies/), sorted.
+// shared pieces, presets, ops examples and measurement files: shared/, models/, ops/, studies/,
+// measurements/), sorted.
 std::vector<std::string> scenario_files(const std::vector<std::string>& paths);
 
 }  // namespace skbsim::sim
