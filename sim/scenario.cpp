@@ -1091,6 +1091,51 @@ class Validator {
     return spec().hosts[lookup(h, hosts_, "host", "/hosts")].name;
   }
 
+  // An object of counter name -> number >= 0; names are lower-case words joined by '_'.
+  std::map<std::string, double> read_counts(const JsonReader& r) {
+    if (!r.node().is_object()) {
+      r.fail("expected an object of counter name -> number, got " + shown(r.node()));
+    }
+    std::map<std::string, double> out;
+    for (auto it = r.node().begin(); it != r.node().end(); ++it) {
+      const std::string& name = it.key();
+      const bool word = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      });
+      if (!word) {
+        r.child(name).fail("expected a counter name of a-z, 0-9 and _, got " + json_quote(name));
+      }
+      out[name] = r.child(name).number_in(0, 1e12);
+    }
+    return out;
+  }
+
+  PerSegmentReference read_per_segment(const JsonReader& r) {
+    reject_unknown(r, scenario_keys::kPerSegment);
+    PerSegmentReference ps;
+    ps.source = nonempty_string(r.child("source"), "source");
+    ps.tolerance_pct = r.number_or("tolerance_pct", 0, 100, 10);
+    ps.segments = r.child("segments").uint_in(1, std::numeric_limits<std::uint64_t>::max());
+    if (auto c = r.optional_child("counters")) {
+      ps.counters = read_counts(*c);
+    }
+    if (auto d = r.optional_child("devices")) {
+      if (!d->node().is_object()) {
+        d->fail("expected an object of device name -> counters, got " + shown(d->node()));
+      }
+      for (auto it = d->node().begin(); it != d->node().end(); ++it) {
+        const JsonReader dev = d->child(it.key());
+        if (devices_.find(it.key()) == devices_.end()) {
+          const auto names = names_of(devices_);
+          dev.fail("expected a device defined in /devices (" + joined(names) + "), got " +
+                   json_quote(it.key()) + did_you_mean(it.key(), names));
+        }
+        ps.devices[it.key()] = read_counts(dev);
+      }
+    }
+    return ps;
+  }
+
   Reference read_reference(const JsonReader& r) {
     reject_unknown(r, scenario_keys::kReference);
     Reference ref;
@@ -1102,6 +1147,9 @@ class Validator {
     ref.remote_cpu_util_pct = figure(r, "remote_cpu_util_pct", 100);
     ref.remote_service_demand_us_per_kb = figure(r, "remote_service_demand_us_per_kb", 1e6);
     read_profile(r, ref);
+    if (auto ps = r.optional_child("per_segment")) {
+      ref.per_segment = read_per_segment(*ps);
+    }
     if (ref.figures().empty() && ref.profile_top.empty() && ref.profile_absent.empty()) {
       r.fail(
           "expected at least one figure (throughput_mbps, cpu_util_pct, "

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,17 @@ struct ReferenceFigure {
   double value = 0;
 };
 
+// reference.per_segment: event counts per wire segment, counted by tracepoints on a real kernel
+// (`skbsim measure`, docs/measure.md). Counter names that the model's results have
+// (`hosts.<h>.per_segment.<symbol>_calls`, `_bytes`, docs/results.md) compare directly.
+struct PerSegmentReference {
+  std::string source;
+  double tolerance_pct = 10;
+  std::uint64_t segments = 0;  // the wire segments the counts were divided by
+  std::map<std::string, double> counters;  // "pskb_expand_head_calls" -> 0.034
+  std::map<std::string, std::map<std::string, double>> devices;  // device -> "xmit_skbs" -> ...
+};
+
 // The measurement a scenario reproduces (for the report's comparison and `skbsim calibrate`).
 struct Reference {
   std::string source;  // where the figures come from (a mail, a paper, a run)
@@ -50,6 +62,7 @@ struct Reference {
   std::vector<std::string> profile_top;  // kernel symbols expected among the top N of `host`
   std::uint32_t profile_top_n = 5;
   std::vector<std::string> profile_absent;  // kernel symbols expected not to run at all on `host`
+  std::optional<PerSegmentReference> per_segment;
 
   // The numeric figures present, in the order above.
   std::vector<ReferenceFigure> figures() const;
@@ -102,12 +115,14 @@ inline constexpr std::array<std::string_view, 14> kFlow = {
     "request_size", "response_size", "sender_cpu", "receiver_cpu", "count", "expect", "comment"};
 inline constexpr std::array<std::string_view, 3> kPatches = {"skip_cow_from", "netfilter",
                                                              "comment"};
-inline constexpr std::array<std::string_view, 13> kReference = {
+inline constexpr std::array<std::string_view, 14> kReference = {
     "source",          "tolerance_pct",       "host",
     "throughput_mbps", "cpu_util_pct",        "service_demand_us_per_kb",
     "remote_host",     "remote_cpu_util_pct", "remote_service_demand_us_per_kb",
     "profile_top",     "profile_top_n",       "profile_absent",
-    "comment"};
+    "per_segment",     "comment"};
+inline constexpr std::array<std::string_view, 6> kPerSegment = {
+    "source", "tolerance_pct", "segments", "counters", "devices", "comment"};
 }  // namespace scenario_keys
 
 }  // namespace skbsim::sim

@@ -553,6 +553,35 @@ TEST(ScenarioJson, ProfileExpectations) {
             "\"tcp_sendmsg\"");
 }
 
+TEST(ScenarioJson, PerSegmentReferenceFromTracepoints) {
+  json doc = minimal_6x();
+  doc["reference"] = json::parse(R"({"source": "s", "tolerance_pct": 20, "host": "A",
+    "service_demand_us_per_kb": 0.5,
+    "per_segment": {"source": "bpftrace", "segments": 1000,
+                    "counters": {"pskb_expand_head_calls": 0.03, "skb_segment_outputs": 0},
+                    "devices": {"A/eth0": {"xmit_skbs": 0.03, "xmit_ip_summed_partial": 0.03}}}})");
+  const Scenario s = from_json(doc);
+  ASSERT_TRUE(s.reference->per_segment.has_value());
+  const PerSegmentReference& ps = *s.reference->per_segment;
+  EXPECT_EQ(ps.tolerance_pct, 10);
+  EXPECT_EQ(ps.segments, 1000U);
+  EXPECT_EQ(ps.counters.at("pskb_expand_head_calls"), 0.03);
+  EXPECT_EQ(ps.devices.at("A/eth0").at("xmit_ip_summed_partial"), 0.03);
+
+  doc["reference"]["per_segment"]["devices"]["A/eth9"] = json::object();
+  EXPECT_EQ(from_json_error(doc),
+            "t.json: /reference/per_segment/devices/A~1eth9: expected a device defined in "
+            "/devices (A/eth0, B/eth0), got \"A/eth9\" (did you mean \"A/eth0\"?)");
+  doc["reference"]["per_segment"]["devices"].erase("A/eth9");
+  doc["reference"]["per_segment"]["counters"]["Calls"] = 1;
+  EXPECT_EQ(from_json_error(doc),
+            "t.json: /reference/per_segment/counters/Calls: expected a counter name of a-z, 0-9 "
+            "and _, got \"Calls\"");
+  doc["reference"]["per_segment"]["counters"].erase("Calls");
+  doc["reference"]["per_segment"]["segments"] = 0;
+  EXPECT_EQ(from_json_error(doc).substr(0, 42), "t.json: /reference/per_segment/segments: e");
+}
+
 // ---- the schema document ------------------------------------------------------------------------
 
 template <std::size_t N>
@@ -584,6 +613,7 @@ TEST(ScenarioSchema, ListsTheKeysTheReaderAccepts) {
   EXPECT_EQ(schema_keys(defs.at("flow")), key_set(scenario_keys::kFlow));
   EXPECT_EQ(schema_keys(defs.at("patches")), key_set(scenario_keys::kPatches));
   EXPECT_EQ(schema_keys(defs.at("reference")), key_set(scenario_keys::kReference));
+  EXPECT_EQ(schema_keys(defs.at("per_segment")), key_set(scenario_keys::kPerSegment));
 }
 
 }  // namespace
