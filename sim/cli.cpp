@@ -107,13 +107,14 @@ struct Command {
   int (*run)(const Args& args);
 };
 
-constexpr std::array<Command, 6> kCommands = {{
+constexpr std::array<Command, 7> kCommands = {{
     {"run", "run a scenario: netperf-style figures, reference, profile, trace", &run_run},
     {"validate", "run every scenario with a reference: measured, predicted, error", &run_validate},
     {"calibrate", "fit a cost preset's parameters to measured references", &run_calibrate},
     {"ops", "run a list of skb operations, print the state after each as JSON", &run_ops},
     {"plot", "draw results, baselines and sweeps with gnuplot (SVG, PNG)", &run_plot},
     {"baseline", "check or update the committed predictions in results/", &run_baseline},
+    {"measure", "measure this machine's kernel over veth (root): references to fit", &run_measure},
 }};
 
 po::options_description global_options() {

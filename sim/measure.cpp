@@ -1,0 +1,953 @@
+// measure.cpp — `skbsim measure`: the real kernel in the loop. Builds its own network namespaces
+// joined by veth (sim/measure_net.hpp), runs iperf3 streams between them, reads CPU time and TCP
+// counters, counts per-segment events through bpftrace (sim/measure_trace.hpp), and writes a
+// measurement file and a scenario with a reference per configuration (sim/measure_report.hpp).
+//
+// Clean-up is by RAII: processes (Process), namespaces (Lab), the tracefs mount (Tracefs), the
+// scratch directory and the lock all undo themselves when their scope ends, which an exception
+// — MeasureError, or Interrupted when SIGINT/SIGTERM/SIGHUP arrived — makes happen on every exit
+// path. An interrupted run removes what it made, writes nothing, and then dies of the same signal
+// so that a calling shell sees it.
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "sim/commands.hpp"
+#include "sim/input_error.hpp"
+#include "sim/measure_host.hpp"
+#include "sim/measure_net.hpp"
+#include "sim/measure_process.hpp"
+#include "sim/measure_report.hpp"
+#include "sim/measure_trace.hpp"
+#include "sim/output_dir.hpp"
+#include "sim/scenario.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace skbsim::sim {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using measure::Completed;
+using measure::ConfigResult;
+using measure::Configuration;
+using measure::CpuTicks;
+using measure::Interrupted;
+using measure::Lab;
+using measure::MeasureContext;
+using measure::MeasureError;
+using measure::Process;
+using measure::Role;
+using measure::RunFigures;
+using measure::ScratchDir;
+using measure::Tools;
+using measure::Topology;
+using measure::Variant;
+using std::chrono::milliseconds;
+
+constexpr int kExitUsage = 2;
+constexpr const char* kPort = "5201";
+constexpr const char* kDevicePrefix = "skbm-";
+
+// A bad flag or an unusable machine: "FLAG: expected ..., got ..." (no JSON pointer).
+class FlagError : public InputError {
+ public:
+  FlagError(const std::string& flag, const std::string& message)
+      : InputError(flag, "", message), line_(flag + ": " + message) {}
+  const char* what() const noexcept override { return line_.c_str(); }
+
+ private:
+  std::string line_;
+};
+
+enum class TraceMode : std::uint8_t { kAuto, kOn, kOff };
+
+struct Settings {
+  std::vector<Topology> topologies;
+  std::vector<Variant> variants;
+  std::vector<std::optional<double>> rates;
+  int runs = 5;
+  int duration_s = 10;
+  std::optional<fs::path> out;
+  fs::path shared = "scenarios/shared";
+  TraceMode trace = TraceMode::kAuto;
+};
+
+constexpr std::string_view kAbout =
+    "Measures this machine's kernel on the paths the scenarios model. As root, it builds network\n"
+    "namespaces of its own (skbsim-<pid>-client|host|server) joined by veth pairs, in one of "
+    "three\n"
+    "topologies: direct (client - server), forward (client - host with ip_forward - server),\n"
+    "bridge (client - host with a Linux bridge - server); sets the veth features of a variant "
+    "with\n"
+    "ethtool -K on every veth end: on (the defaults), off (tx rx sg tso gso gro off), tso-off,\n"
+    "sg-off, csum-off (tx rx off); and runs iperf3 TCP streams client -> server, unlimited or at "
+    "a\n"
+    "fixed rate, --runs times each. Per run it records throughput, CPU time from /proc/stat (as\n"
+    "non-idle time and as the tick-sampled busy fields), service demand in us/KB and TCP segments\n"
+    "sent; then one more, traced run counts per-segment events through bpftrace tracepoints\n"
+    "(when bpftrace is installed and the kernel lets it trace).\n"
+    "\n"
+    "It never touches the root namespace's interfaces or routes, and removes everything it made\n"
+    "on exit, on error and on SIGINT/SIGTERM. With --out it writes DIR/<config>.json (a scenario\n"
+    "with the measured reference; `skbsim validate DIR` compares it with the model),\n"
+    "DIR/measurements/<config>.json and DIR/summary.txt, replacing DIR whole, at the end, or\n"
+    "nothing at all. See docs/measure.md.\n"
+    "\n"
+    "Exit codes: 0 done; 1 a measurement step failed (one line on stderr, nothing written);\n"
+    "2 bad flags or an unusable machine (not root, a tool missing, its namespaces exist); killed\n"
+    "by the signal it received after cleaning up.\n";
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) {
+    s.pop_back();
+  }
+  const auto b = s.find_first_not_of(" \t\n");
+  return b == std::string::npos ? "" : s.substr(b);
+}
+
+std::string first_line(const std::string& s) {
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!trimmed(line).empty()) {
+      return trimmed(line);
+    }
+  }
+  return "";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::array<char, 32> buf{};
+  std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf.data();
+}
+
+// ---- flags --------------------------------------------------------------------------------------
+
+std::vector<std::string> split_words(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    std::string w;
+    for (char c : v + ",") {
+      if (c == ',' || c == ' ') {
+        if (!w.empty()) {
+          out.push_back(w);
+        }
+        w.clear();
+      } else {
+        w += c;
+      }
+    }
+  }
+  return out;
+}
+
+template <typename T>
+void add_unique(std::vector<T>& v, const T& x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) {
+    v.push_back(x);
+  }
+}
+
+std::vector<std::string> words_of(const po::variables_map& vm, const char* key) {
+  return vm.count(key) != 0 ? split_words(vm[key].as<std::vector<std::string>>())
+                            : std::vector<std::string>{};
+}
+
+std::vector<Topology> topologies_from(const po::variables_map& vm, bool smoke) {
+  std::vector<Topology> out;
+  for (const std::string& w : words_of(vm, "topology")) {
+    const auto t = measure::topology_from_name(w);
+    if (!t) {
+      throw FlagError("--topology", "expected direct, forward or bridge, got \"" + w + "\"");
+    }
+    add_unique(out, *t);
+  }
+  if (out.empty() && smoke) {
+    return {Topology::kDirect};
+  }
+  return out.empty()
+             ? std::vector<Topology>{Topology::kDirect, Topology::kForward, Topology::kBridge}
+             : out;
+}
+
+std::vector<Variant> variants_from(const po::variables_map& vm, bool smoke) {
+  std::vector<Variant> out;
+  for (const std::string& w : words_of(vm, "variant")) {
+    const auto v = measure::variant_from_name(w);
+    if (!v) {
+      throw FlagError("--variant",
+                      "expected on, off, tso-off, sg-off or csum-off, got \"" + w + "\"");
+    }
+    add_unique(out, *v);
+  }
+  if (out.empty() && smoke) {
+    return {Variant::kOn};
+  }
+  return out.empty() ? std::vector<Variant>{Variant::kOn, Variant::kOff, Variant::kTsoOff,
+                                            Variant::kSgOff, Variant::kCsumOff}
+                     : out;
+}
+
+std::vector<std::optional<double>> rates_from(const po::variables_map& vm, bool smoke) {
+  std::vector<std::optional<double>> out;
+  for (const std::string& w : words_of(vm, "rate")) {
+    if (w == "unlimited") {
+      add_unique(out, std::optional<double>());
+      continue;
+    }
+    double mbps = 0;
+    std::size_t used = 0;
+    try {
+      mbps = std::stod(w, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != w.size() || !(mbps >= 1 && mbps <= 1e6)) {
+      throw FlagError("--rate",
+                      "expected \"unlimited\" or Mbit/s in [1, 1000000], got \"" + w + "\"");
+    }
+    add_unique(out, std::optional<double>(mbps));
+  }
+  if (out.empty()) {
+    out.emplace_back();  // unlimited
+    if (!smoke) {
+      out.emplace_back(1000.0);
+    }
+  }
+  return out;
+}
+
+int int_from(const po::variables_map& vm, const char* key, int lo, int hi, int fallback) {
+  if (vm.count(key) == 0) {
+    return fallback;
+  }
+  const std::string w = vm[key].as<std::string>();
+  std::size_t used = 0;
+  long v = 0;
+  try {
+    v = std::stol(w, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != w.size() || v < lo || v > hi) {
+    throw FlagError(std::string("--") + key, "expected an integer in [" + std::to_string(lo) +
+                                                 ", " + std::to_string(hi) + "], got \"" + w +
+                                                 "\"");
+  }
+  return static_cast<int>(v);
+}
+
+TraceMode trace_from(const po::variables_map& vm) {
+  const std::string w = vm.count("trace") != 0 ? vm["trace"].as<std::string>() : "auto";
+  if (w == "on") {
+    return TraceMode::kOn;
+  }
+  if (w == "off") {
+    return TraceMode::kOff;
+  }
+  if (w != "auto") {
+    throw FlagError("--trace", "expected auto, on or off, got \"" + w + "\"");
+  }
+  return TraceMode::kAuto;
+}
+
+fs::path shared_piece(const fs::path& shared, Topology t) {
+  return shared / ("measure-" + std::string(measure::topology_name(t)) + ".json");
+}
+
+Settings settings_from(const po::variables_map& vm) {
+  Settings s;
+  const bool smoke = vm.count("smoke") != 0;
+  s.topologies = topologies_from(vm, smoke);
+  s.variants = variants_from(vm, smoke);
+  s.rates = rates_from(vm, smoke);
+  s.runs = int_from(vm, "runs", 1, 1000, smoke ? 1 : 5);
+  s.duration_s = int_from(vm, "duration", 1, 3600, smoke ? 1 : 10);
+  s.trace = trace_from(vm);
+  if (vm.count("shared") != 0) {
+    s.shared = vm["shared"].as<std::string>();
+  }
+  if (vm.count("out") == 0) {
+    return s;
+  }
+  s.out = vm["out"].as<std::string>();
+  if (s.out->empty()) {
+    throw FlagError("--out", "expected a directory, got \"\"");
+  }
+  if (fs::exists(*s.out) && !fs::is_directory(*s.out)) {
+    throw FlagError("--out", "expected a directory to (re)create, got the file " + s.out->string());
+  }
+  for (Topology t : s.topologies) {
+    if (!fs::is_regular_file(shared_piece(s.shared, t))) {
+      throw FlagError("--shared", "expected " + shared_piece(s.shared, t).string() +
+                                      " (the shared piece the scenarios extend), got no such file");
+    }
+  }
+  return s;
+}
+
+// ---- the machine --------------------------------------------------------------------------------
+
+Tools find_tools(const Settings& s) {
+  Tools t;
+  const auto need = [](const char* name, const char* package) {
+    std::string p = measure::find_program(name);
+    if (p.empty()) {
+      throw FlagError("skbsim measure", std::string("expected ") + name +
+                                            " installed (Debian: apt-get install " + package +
+                                            "), found none in PATH, /usr/sbin or /sbin");
+    }
+    return p;
+  };
+  t.ip = need("ip", "iproute2");
+  t.ss = need("ss", "iproute2");
+  t.ethtool = need("ethtool", "ethtool");
+  t.sysctl = need("sysctl", "procps");
+  t.iperf3 = need("iperf3", "iperf3");
+  t.bpftrace = measure::find_program("bpftrace");
+  if (s.trace == TraceMode::kOn && t.bpftrace.empty()) {
+    throw FlagError("--trace",
+                    "expected bpftrace installed for --trace on (Debian: apt-get "
+                    "install bpftrace), found none");
+  }
+  return t;
+}
+
+measure::Machine describe_machine(ScratchDir& scratch) {
+  measure::Machine m;
+  struct utsname u {};
+  if (::uname(&u) == 0) {
+    m.kernel = u.release;
+    m.kernel_version = u.version;
+    m.arch = u.machine;
+  }
+  measure::parse_cpuinfo(read_text("/proc/cpuinfo"), m);
+  m.cpus = static_cast<std::uint32_t>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  m.clk_tck = ::sysconf(_SC_CLK_TCK);
+  if (const std::string sdv = measure::find_program("systemd-detect-virt"); !sdv.empty()) {
+    m.systemd_detect_vm = first_line(measure::run({sdv, "--vm"}, scratch, milliseconds(10000)).out);
+    m.systemd_detect_container =
+        first_line(measure::run({sdv, "--container"}, scratch, milliseconds(10000)).out);
+  }
+  if (const std::string dmesg = measure::find_program("dmesg"); !dmesg.empty()) {
+    m.kernel_hypervisor = measure::hypervisor_from_kernel_log(
+        measure::run({dmesg}, scratch, milliseconds(10000)).out);
+  }
+  m.dmi_vendor = first_line(read_text("/sys/class/dmi/id/sys_vendor"));
+  m.dmi_product = first_line(read_text("/sys/class/dmi/id/product_name"));
+  return m;
+}
+
+std::map<std::string, std::string> tool_versions(const Tools& t, ScratchDir& scratch) {
+  std::map<std::string, std::string> v;
+  const auto version = [&](const std::string& key, const std::vector<std::string>& argv) {
+    const Completed c = measure::run(argv, scratch, milliseconds(10000));
+    v[key] = first_line(c.out.empty() ? c.err : c.out);
+  };
+  version("iperf3", {t.iperf3, "--version"});
+  version("ethtool", {t.ethtool, "--version"});
+  version("ip", {t.ip, "-V"});
+  if (!t.bpftrace.empty()) {
+    version("bpftrace", {t.bpftrace, "--version"});
+  }
+  return v;
+}
+
+// A lock so that two measurements never run at once (they would spoil each other's figures and
+// share the tracefs mount).
+class RunLock {
+ public:
+  RunLock() {
+    const fs::path dir = fs::is_directory("/run/lock") ? "/run/lock" : "/run";
+    path_ = dir / "skbsim-measure.lock";
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw FlagError("skbsim measure",
+                      "expected to create " + path_.string() + ", got " + std::strerror(errno));
+    }
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      throw FlagError("skbsim measure",
+                      "expected no other skbsim measure running, found one "
+                      "holding " +
+                          path_.string());
+    }
+  }
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+  ~RunLock() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
+
+CpuTicks proc_stat() {
+  return measure::parse_proc_stat(read_text("/proc/stat"));
+}
+
+// ---- one stream ---------------------------------------------------------------------------------
+
+struct Session {
+  Settings settings;
+  Tools tools;
+  ScratchDir scratch;
+  MeasureContext ctx;
+  std::optional<measure::Tracefs> tracefs;
+  measure::Kallsyms syms;
+  std::vector<std::string> tracepoints;  // present
+  std::vector<std::string> missing_tracepoints;
+  std::vector<std::string> skb_caches;  // slab caches traced (sk_buff, its small head)
+  std::string trace_unavailable;        // why not, "" when tracing can be tried
+  std::string trace_refused;            // set when bpftrace refused once: not tried again
+  fs::path program;                     // the bpftrace program file
+};
+
+// bpftrace could not trace: its reason.
+struct TraceRefused {
+  std::string reason;
+};
+
+std::string bpftrace_reason(const Process& p) {
+  std::istringstream in(p.err());
+  std::string line;
+  std::string reason;
+  while (std::getline(in, line)) {
+    line = trimmed(line);
+    if (line.empty() || line.find("RLIMIT_MEMLOCK") != std::string::npos ||
+        line.find("__BPFTRACE_NOTIFY_PROBES_ATTACHED") != std::string::npos) {
+      continue;  // bpftrace 0.17 warns about it on every start, harmlessly
+    }
+    reason += (reason.empty() ? "" : " ") + line;
+    if (reason.size() > 200) {
+      break;
+    }
+  }
+  return reason.empty() ? "bpftrace exited with status " + std::to_string(p.status().value_or(-1))
+                        : "bpftrace: " + reason;
+}
+
+// Starts bpftrace and waits until every probe is attached: bpftrace prints its "attached_probes"
+// line before attaching, so we ask for the line its own test harness waits for
+// (__BPFTRACE_NOTIFY_PROBES_ATTACHED, printed once all probes are attached). A bpftrace without it
+// gets 30 s after "attached_probes", with a warning.
+Process start_tracer(Session& ss) {
+  Process bt =
+      Process::start({ss.tools.bpftrace, "-f", "json", ss.program.string()}, ss.scratch,
+                     {"BPFTRACE_MAP_KEYS_MAX=65536", "__BPFTRACE_NOTIFY_PROBES_ATTACHED=1"});
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> announced;
+  while (true) {
+    const std::string out = bt.out();
+    const std::string err = bt.err();
+    if (out.find("__BPFTRACE_NOTIFY_PROBES_ATTACHED") != std::string::npos ||
+        err.find("__BPFTRACE_NOTIFY_PROBES_ATTACHED") != std::string::npos) {
+      return bt;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!announced && out.find("\"attached_probes\"") != std::string::npos) {
+      announced = now;
+    }
+    if (announced && now - *announced > std::chrono::seconds(30)) {
+      std::cerr << "skbsim measure: warning: bpftrace did not confirm that every probe is "
+                   "attached; tracing from 30 s after it began\n";
+      return bt;
+    }
+    if (!bt.running()) {
+      throw TraceRefused{bpftrace_reason(bt)};
+    }
+    if (now - start > std::chrono::seconds(180)) {
+      bt.stop();
+      throw TraceRefused{"bpftrace did not attach its probes within 180 s"};
+    }
+    measure::interruptible_sleep(milliseconds(20));
+  }
+}
+
+void wait_listening(Lab& lab, Session& ss, Process& server) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (true) {
+    const Completed c = measure::run(
+        {ss.tools.ss, "-N", lab.ns(Role::kServer), "-Hltn", "sport", "=", std::string(":") + kPort},
+        ss.scratch);
+    if (c.exit_code == 0 && !trimmed(c.out).empty()) {
+      return;
+    }
+    if (!server.running()) {
+      throw MeasureError("iperf3 server: exited before listening: " + server.first_error_line());
+    }
+    if (std::chrono::steady_clock::now() > until) {
+      throw MeasureError("iperf3 server: not listening on port " + std::string(kPort) +
+                         " within 10 s");
+    }
+    measure::interruptible_sleep(milliseconds(20));
+  }
+}
+
+double number_at(const nlohmann::json& j, const nlohmann::json::json_pointer& p) {
+  return j.contains(p) && j.at(p).is_number() ? j.at(p).get<double>() : 0.0;
+}
+
+RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
+                  std::optional<measure::TraceCounts>* traced) {
+  const Tools& t = ss.tools;
+  std::vector<std::string> server = lab.in(Role::kServer);
+  server.insert(server.end(), {t.iperf3, "-s", "-1", "-p", kPort, "-J"});
+  if (ss.ctx.server_cpu >= 0) {
+    server.insert(server.end(), {"-A", std::to_string(ss.ctx.server_cpu)});
+  }
+  Process srv = Process::start(server, ss.scratch);
+  wait_listening(lab, ss, srv);
+
+  std::optional<Process> tracer;
+  if (traced != nullptr) {
+    tracer.emplace(start_tracer(ss));
+  }
+  const auto client0 = lab.tcp_counters(Role::kClient);
+  const auto server0 = lab.tcp_counters(Role::kServer);
+
+  std::vector<std::string> client = lab.in(Role::kClient);
+  client.insert(client.end(), {t.iperf3, "-c", lab.plan().server_address, "-p", kPort, "-t",
+                               std::to_string(ss.settings.duration_s), "-J"});
+  if (ss.ctx.client_cpu >= 0) {
+    client.insert(client.end(), {"-A", std::to_string(ss.ctx.client_cpu)});
+  }
+  if (cfg.rate_mbps) {
+    std::ostringstream rate;
+    rate << *cfg.rate_mbps << "M";
+    client.insert(client.end(), {"-b", rate.str()});
+  }
+  const CpuTicks stat0 = proc_stat();
+  const auto t0 = std::chrono::steady_clock::now();
+  Process cl = Process::start(client, ss.scratch);
+  const std::optional<int> status = cl.wait_for(std::chrono::seconds(ss.settings.duration_s + 30));
+  const auto t1 = std::chrono::steady_clock::now();
+  const CpuTicks stat1 = proc_stat();
+  if (!status) {
+    throw MeasureError("iperf3 client: no exit within " +
+                       std::to_string(ss.settings.duration_s + 30) + " s");
+  }
+  const auto client1 = lab.tcp_counters(Role::kClient);
+  const auto server1 = lab.tcp_counters(Role::kServer);
+
+  if (tracer) {
+    tracer->signal(SIGINT);  // bpftrace prints its maps and exits
+    if (!tracer->wait_for(std::chrono::seconds(120))) {
+      throw MeasureError("bpftrace: did not print its maps within 120 s of SIGINT");
+    }
+    *traced = measure::parse_bpftrace_output(tracer->out(), ss.syms);
+  }
+  if (!srv.wait_for(std::chrono::seconds(10))) {
+    srv.stop();
+  }
+
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(cl.out());
+  } catch (const nlohmann::json::exception&) {
+    throw MeasureError("iperf3 client: expected its JSON report, got: " + cl.first_error_line());
+  }
+  if (j.contains("error")) {
+    throw MeasureError("iperf3 client: " + j["error"].dump());
+  }
+  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    throw MeasureError("iperf3 client: exit status " + std::to_string(*status));
+  }
+  using P = nlohmann::json::json_pointer;
+  RunFigures f;
+  f.wall_s = std::chrono::duration<double>(t1 - t0).count();
+  f.bytes_sent = static_cast<std::uint64_t>(number_at(j, P("/end/sum_sent/bytes")));
+  f.bytes_received = static_cast<std::uint64_t>(number_at(j, P("/end/sum_received/bytes")));
+  f.stream_s = number_at(j, P("/end/sum_received/seconds"));
+  f.throughput_mbps = number_at(j, P("/end/sum_received/bits_per_second")) / 1e6;
+  f.sender_throughput_mbps = number_at(j, P("/end/sum_sent/bits_per_second")) / 1e6;
+  f.retransmits = static_cast<std::int64_t>(number_at(j, P("/end/sum_sent/retransmits")));
+  f.mss = static_cast<int>(number_at(j, P("/start/tcp_mss_default")));
+  if (j.contains(P("/end/cpu_utilization_percent"))) {
+    f.iperf3_cpu = j.at(P("/end/cpu_utilization_percent"));
+  }
+  f.cpu = measure::cpu_usage(stat0, stat1, f.wall_s, ss.ctx.machine.clk_tck);
+  const double kb = static_cast<double>(f.bytes_received) / 1024.0;
+  if (kb <= 0) {
+    throw MeasureError("iperf3 client: the server received nothing");
+  }
+  f.service_demand_us_per_kb = f.cpu.non_idle_us / kb;
+  f.service_demand_ticks_us_per_kb = f.cpu.ticks_busy_us / kb;
+  const auto delta = [](const auto& a, const auto& b, const char* k) {
+    const auto ia = a.find(k);
+    const auto ib = b.find(k);
+    return ia == a.end() || ib == b.end() ? std::int64_t{0} : ib->second - ia->second;
+  };
+  f.client_out_segs = delta(client0, client1, "OutSegs");
+  f.client_retrans_segs = delta(client0, client1, "RetransSegs");
+  f.server_in_segs = delta(server0, server1, "InSegs");
+  f.server_out_segs = delta(server0, server1, "OutSegs");
+  return f;
+}
+
+std::string run_line(const Configuration& cfg, const std::string& which, const RunFigures& f) {
+  std::ostringstream s;
+  s << std::fixed << "skbsim measure: " << cfg.name() << " " << which << ": "
+    << std::setprecision(1) << f.throughput_mbps << " Mbit/s, CPU " << f.cpu.non_idle_pct
+    << "% (ticks " << f.cpu.ticks_busy_pct << "%), " << std::setprecision(4)
+    << f.service_demand_us_per_kb << " us/KB, " << f.client_out_segs << " segments\n";
+  return s.str();
+}
+
+// ---- one configuration --------------------------------------------------------------------------
+
+void measure_config(Lab& lab, Session& ss, ConfigResult& r) {
+  const Configuration& cfg = r.config;
+  r.date = utc_now();
+  for (int i = 1; i <= ss.settings.runs; ++i) {
+    RunFigures f = stream(lab, ss, cfg, nullptr);
+    std::cerr << run_line(cfg, "run " + std::to_string(i) + "/" + std::to_string(ss.settings.runs),
+                          f);
+    r.runs.push_back(std::move(f));
+  }
+  r.trace.missing_tracepoints = ss.missing_tracepoints;
+  if (ss.settings.trace == TraceMode::kOff) {
+    r.trace.status = "off";
+    r.trace.reason = "--trace off";
+    return;
+  }
+  if (!ss.trace_unavailable.empty()) {
+    r.trace.status = "unavailable";
+    r.trace.reason = ss.trace_unavailable;
+    return;
+  }
+  if (!ss.trace_refused.empty()) {
+    r.trace.status = "refused";
+    r.trace.reason = ss.trace_refused;
+    return;
+  }
+  try {
+    std::optional<measure::TraceCounts> counts;
+    RunFigures f = stream(lab, ss, cfg, &counts);
+    std::cerr << run_line(cfg, "traced run", f);
+    r.trace.status = "ok";
+    r.trace.slab_caches = ss.skb_caches;
+    r.trace.run = std::move(f);
+    r.trace.counts = std::move(counts);
+  } catch (const TraceRefused& e) {
+    if (ss.settings.trace == TraceMode::kOn) {
+      throw MeasureError("tracing refused: " + e.reason);
+    }
+    std::cerr << "skbsim measure: tracing refused, measuring the rest: " << e.reason << "\n";
+    ss.trace_refused = e.reason;
+    r.trace.status = "refused";
+    r.trace.reason = e.reason;
+  }
+}
+
+void prepare_tracing(Session& ss) {
+  if (ss.settings.trace == TraceMode::kOff) {
+    return;
+  }
+  if (ss.tools.bpftrace.empty()) {
+    ss.trace_unavailable = "bpftrace not installed (Debian: apt-get install bpftrace)";
+    return;
+  }
+  ss.tracefs.emplace();
+  if (!ss.tracefs->available()) {
+    ss.trace_unavailable = ss.tracefs->reason();
+  } else {
+    for (const std::string& tp : measure::wanted_tracepoints()) {
+      (ss.tracefs->has(tp) ? ss.tracepoints : ss.missing_tracepoints).push_back(tp);
+    }
+    if (ss.tracepoints.empty()) {
+      ss.trace_unavailable = "none of the tracepoints exists in " + ss.tracefs->root().string();
+    }
+  }
+  if (!ss.trace_unavailable.empty()) {
+    if (ss.settings.trace == TraceMode::kOn) {
+      throw MeasureError("tracing unavailable: " + ss.trace_unavailable);
+    }
+    std::cerr << "skbsim measure: tracing unavailable, measuring the rest: " << ss.trace_unavailable
+              << "\n";
+    return;
+  }
+  ss.syms = measure::Kallsyms::load();
+  ss.program = ss.scratch.path() / "skbsim-measure.bt";
+  ss.skb_caches = measure::skb_cache_names();
+  std::ofstream(ss.program) << measure::bpftrace_program(ss.tracepoints, kDevicePrefix,
+                                                         ss.skb_caches);
+}
+
+// The scenario as `skbsim validate` will read it: "" when accepted, else the reader's line.
+std::string check_scenario(Session& ss, const nlohmann::ordered_json& scenario,
+                           const fs::path& shared_piece, const std::string& name) {
+  nlohmann::ordered_json copy = scenario;
+  copy["extends"] = fs::absolute(shared_piece).string();
+  const fs::path file = ss.scratch.path() / name;
+  std::ofstream(file) << copy.dump(2) << "\n";
+  try {
+    (void)load_scenario(file.string());
+  } catch (const InputError& e) {
+    std::string what = e.what();
+    const std::string prefix = file.string() + ": ";
+    if (what.rfind(prefix, 0) == 0) {
+      what = what.substr(prefix.size());
+    }
+    return what;
+  }
+  return "";
+}
+
+// Refuses to start unless root and unless the namespaces it would create are free; notes the
+// skbsim-* namespaces an earlier run killed without clean-up left.
+void check_machine() {
+  if (::geteuid() != 0) {
+    throw FlagError("skbsim measure",
+                    "expected to run as root (network namespaces, ethtool, bpftrace), got uid " +
+                        std::to_string(::geteuid()));
+  }
+  const int pid = static_cast<int>(::getpid());
+  for (Role r : {Role::kClient, Role::kHost, Role::kServer}) {
+    const std::string n = measure::namespace_name(pid, r);
+    if (fs::exists(fs::path("/run/netns") / n)) {
+      throw FlagError("skbsim measure",
+                      "expected no namespace " + n + ", found one (ip netns del " + n + ")");
+    }
+  }
+  for (const std::string& n : measure::existing_skbsim_namespaces()) {
+    std::cerr << "skbsim measure: note: namespace " << n
+              << " exists, left by an earlier run killed without clean-up? (ip netns del " << n
+              << ")\n";
+  }
+}
+
+// The machine's own load over one second, before we add ours.
+void background_load(Session& ss) {
+  const CpuTicks a = proc_stat();
+  const auto t0 = std::chrono::steady_clock::now();
+  measure::interruptible_sleep(milliseconds(1000));
+  const CpuTicks b = proc_stat();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const measure::CpuUsage u = measure::cpu_usage(a, b, wall, ss.ctx.machine.clk_tck);
+  ss.ctx.background_non_idle_pct = u.non_idle_pct;
+  ss.ctx.background_wall_s = wall;
+  if (u.non_idle_pct > 5) {
+    std::cerr << "skbsim measure: warning: the machine was " << measure::rounded(u.non_idle_pct, 1)
+              << "% busy before the first run; every CPU figure includes that load\n";
+  }
+}
+
+// The sysctls a configuration's files record, by "<role>/<name>".
+std::map<std::string, std::string> recorded_sysctls(Lab& lab) {
+  std::map<std::string, std::string> out;
+  const auto& used = lab.plan().namespaces;
+  for (const auto& [role, key] : std::vector<std::pair<Role, std::string>>{
+           {Role::kClient, "net.ipv4.tcp_wmem"},
+           {Role::kClient, "net.ipv4.tcp_congestion_control"},
+           {Role::kServer, "net.ipv4.tcp_rmem"},
+           {Role::kHost, "net.ipv4.ip_forward"},
+           {Role::kHost, "net.bridge.bridge-nf-call-iptables"}}) {
+    if (std::find(used.begin(), used.end(), role) != used.end()) {
+      const std::string v = lab.sysctl(role, key);
+      out[std::string(measure::role_name(role)) + "/" + key] = v.empty() ? "(absent)" : v;
+    }
+  }
+  if (!lab.bridge_nf_default().empty()) {
+    out["host/net.bridge.bridge-nf-call-iptables before (set to 0)"] = lab.bridge_nf_default();
+  }
+  return out;
+}
+
+// Every configuration: a fresh Lab per topology and variant, the rates in it.
+std::vector<ConfigResult> measure_all(Session& ss) {
+  std::vector<ConfigResult> results;
+  for (Topology topo : ss.settings.topologies) {
+    for (Variant variant : ss.settings.variants) {
+      Lab lab(measure::plan_for(topo), ss.tools, ss.scratch);
+      lab.apply(variant);
+      const auto features = lab.features();
+      const auto sysctls = recorded_sysctls(lab);
+      for (const std::optional<double>& rate : ss.settings.rates) {
+        ConfigResult r;
+        r.config = {topo, variant, rate};
+        r.features = features;
+        r.sysctls = sysctls;
+        measure_config(lab, ss, r);
+        results.push_back(std::move(r));
+      }
+    }
+  }
+  return results;
+}
+
+std::string summary_of(const Session& ss, const std::vector<ConfigResult>& results) {
+  std::string summary = "skbsim measure on " + measure::machine_line(ss.ctx.machine) + "\n";
+  summary += "runs of " + std::to_string(ss.settings.duration_s) +
+             " s; cpu% = non-idle time of all CPUs, ticks% = tick-sampled busy fields; us/KB = "
+             "non-idle service demand (median, MAD)\n";
+  summary += measure::summary_header();
+  for (const ConfigResult& r : results) {
+    summary += measure::summary_row(r);
+  }
+  for (const ConfigResult& r : results) {
+    summary += measure::trace_summary(r);
+  }
+  return summary;
+}
+
+// Writes DIR/<config>.json, DIR/measurements/<config>.json and DIR/summary.txt, all or nothing;
+// adds to `summary` what it found wrong with a scenario and what it wrote.
+void write_outputs(Session& ss, const std::vector<ConfigResult>& results, const fs::path& out,
+                   std::string& summary) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const ConfigResult& r : results) {
+    const std::string name = r.config.name();
+    const fs::path piece = shared_piece(ss.settings.shared, r.config.topology);
+    const std::string extends = fs::relative(fs::weakly_canonical(fs::absolute(piece)),
+                                             fs::weakly_canonical(fs::absolute(out)))
+                                    .generic_string();
+    const std::string meas_file = "measurements/" + name + ".json";
+    const nlohmann::ordered_json scenario = measure::scenario_json(ss.ctx, r, extends, meas_file);
+    const std::string problem = check_scenario(ss, scenario, piece, name + ".json");
+    if (!problem.empty()) {
+      std::cerr << "skbsim measure: warning: " << name
+                << ".json is not accepted by this skbsim's scenario reader (written anyway): "
+                << problem << "\n";
+      summary += "  " + name + ".json: not accepted by this skbsim: " + problem + "\n";
+    }
+    files.emplace_back(name + ".json", scenario.dump(2) + "\n");
+    files.emplace_back(meas_file, measure::measurement_json(ss.ctx, r).dump(2) + "\n");
+  }
+  files.emplace_back("summary.txt", summary);
+  write_atomically(out, files);
+  summary += "wrote " + out.string() + ": " + std::to_string(results.size()) +
+             " scenarios, their measurements/ and summary.txt\n";
+}
+
+int measure_main(const Settings& settings, const std::string& command) {
+  check_machine();
+  Session ss;
+  ss.settings = settings;
+  ss.tools = find_tools(settings);
+  const RunLock lock;
+  ss.ctx.command = command;
+  ss.ctx.duration_s = settings.duration_s;
+  ss.ctx.runs = settings.runs;
+  ss.ctx.machine = describe_machine(ss.scratch);
+  ss.ctx.tool_versions = tool_versions(ss.tools, ss.scratch);
+  if (ss.ctx.machine.cpus >= 2) {
+    ss.ctx.client_cpu = 0;
+    ss.ctx.server_cpu = 1;
+  }
+  prepare_tracing(ss);
+  background_load(ss);
+  const std::vector<ConfigResult> results = measure_all(ss);
+  measure::throw_if_interrupted();
+  std::string summary = summary_of(ss, results);
+  if (settings.out) {
+    write_outputs(ss, results, *settings.out, summary);
+  } else {
+    summary += "(no --out: nothing written)\n";
+  }
+  std::cout << summary << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+int run_measure(const std::vector<std::string>& args) {
+  const std::string usage =
+      "skbsim measure [--topology direct|forward|bridge ...] [--variant "
+      "on|off|tso-off|sg-off|csum-off ...] [--runs N] [--duration S] [--rate MBPS|unlimited ...] "
+      "[--out DIR] [--trace auto|on|off] [--shared DIR] [--smoke]";
+  po::options_description visible("Options");
+  visible.add_options()("help,h", "print this help")(
+      "topology", po::value<std::vector<std::string>>()->composing()->multitoken(),
+      "direct, forward, bridge (default: all three)")(
+      "variant", po::value<std::vector<std::string>>()->composing()->multitoken(),
+      "on, off, tso-off, sg-off, csum-off (default: all five)")(
+      "runs", po::value<std::string>(), "untraced runs per configuration, 1..1000 (default 5)")(
+      "duration", po::value<std::string>(), "seconds per run, 1..3600 (default 10)")(
+      "rate", po::value<std::vector<std::string>>()->composing()->multitoken(),
+      "unlimited or Mbit/s for iperf3 -b (default: unlimited 1000)")(
+      "out,o", po::value<std::string>(),
+      "write DIR/<config>.json scenarios, DIR/measurements/, DIR/summary.txt (DIR replaced)")(
+      "trace", po::value<std::string>(),
+      "auto (trace when possible), on (fail when not), off (default auto)")(
+      "shared", po::value<std::string>(),
+      "the directory with measure-<topology>.json, the pieces the scenarios extend (default "
+      "scenarios/shared)")("smoke",
+                           "defaults for a quick check: direct, on, 1 run of 1 s, unlimited");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(visible).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "skbsim measure: " << e.what() << "\n\nUsage: " << usage << "\n\n" << visible;
+    return kExitUsage;
+  }
+  if (vm.count("help") != 0) {
+    std::cout << "Usage: " << usage << "\n\n" << kAbout << '\n' << visible;
+    return 0;
+  }
+  std::string command = "skbsim measure";
+  for (const std::string& a : args) {
+    command += " " + a;
+  }
+  int signo = 0;
+  try {
+    const Settings settings = settings_from(vm);
+    const measure::SignalGuard guard;
+    try {
+      return measure_main(settings, command);
+    } catch (const Interrupted& i) {
+      signo = i.signo;
+    }
+  } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitUsage;
+  } catch (const MeasureError& e) {
+    std::cerr << "skbsim measure: " << e.what() << " (cleaned up, nothing written)\n";
+    return 1;
+  } catch (const fs::filesystem_error& e) {
+    std::cerr << "skbsim measure: " << e.what() << "\n";
+    return 1;
+  }
+  // Everything it made is gone by now (the scopes above have ended): die of the same signal.
+  std::cerr << "skbsim measure: interrupted by " << strsignal(signo)
+            << "; removed its namespaces and processes, wrote nothing\n";
+  std::signal(signo, SIG_DFL);
+  std::raise(signo);
+  return 128 + signo;
+}
+
+}  // namespace skbsim::sim

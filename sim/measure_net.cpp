@@ -1,0 +1,397 @@
+// measure_net.cpp — building and removing the measurement namespaces with ip, ethtool, sysctl.
+
+#include "sim/measure_net.hpp"
+
+#include <algorithm>
+#include <array>
+#include <csignal>
+#include <filesystem>
+#include <sstream>
+
+#include "sim/measure_host.hpp"
+
+#include <unistd.h>
+
+namespace skbsim::sim::measure {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::array<std::pair<Topology, std::string_view>, 3> kTopologies = {{
+    {Topology::kDirect, "direct"},
+    {Topology::kForward, "forward"},
+    {Topology::kBridge, "bridge"},
+}};
+constexpr std::array<std::pair<Variant, std::string_view>, 5> kVariants = {{
+    {Variant::kOn, "on"},
+    {Variant::kOff, "off"},
+    {Variant::kTsoOff, "tso-off"},
+    {Variant::kSgOff, "sg-off"},
+    {Variant::kCsumOff, "csum-off"},
+}};
+
+// ethtool feature -> the scenario format's NETIF_F_* name (6.x).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kNetifOf = {{
+    {"tx-scatter-gather", "NETIF_F_SG"},
+    {"tx-checksum-ipv4", "NETIF_F_IP_CSUM"},
+    {"tx-checksum-ip-generic", "NETIF_F_HW_CSUM"},
+    {"tx-checksum-ipv6", "NETIF_F_IPV6_CSUM"},
+    {"highdma", "NETIF_F_HIGHDMA"},
+    {"tx-scatter-gather-fraglist", "NETIF_F_FRAGLIST"},
+    {"tx-tcp-segmentation", "NETIF_F_TSO"},
+    {"rx-checksumming", "NETIF_F_RXCSUM"},
+    {"generic-receive-offload", "NETIF_F_GRO"},
+}};
+
+}  // namespace
+
+std::string_view topology_name(Topology t) {
+  for (const auto& [k, n] : kTopologies) {
+    if (k == t) {
+      return n;
+    }
+  }
+  return "?";
+}
+
+std::string_view variant_name(Variant v) {
+  for (const auto& [k, n] : kVariants) {
+    if (k == v) {
+      return n;
+    }
+  }
+  return "?";
+}
+
+std::optional<Topology> topology_from_name(std::string_view s) {
+  for (const auto& [k, n] : kTopologies) {
+    if (n == s) {
+      return k;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Variant> variant_from_name(std::string_view s) {
+  for (const auto& [k, n] : kVariants) {
+    if (n == s) {
+      return k;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> variant_ethtool_args(Variant v) {
+  switch (v) {
+    case Variant::kOn:
+      return {};
+    case Variant::kOff:
+      return {"tx", "off", "rx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off"};
+    case Variant::kTsoOff:
+      return {"tso", "off"};
+    case Variant::kSgOff:
+      return {"sg", "off"};
+    case Variant::kCsumOff:
+      return {"tx", "off", "rx", "off"};
+  }
+  return {};
+}
+
+std::string_view role_name(Role r) {
+  switch (r) {
+    case Role::kClient:
+      return "client";
+    case Role::kHost:
+      return "host";
+    case Role::kServer:
+      return "server";
+  }
+  return "?";
+}
+
+const PlanDevice& NetPlan::device(std::string_view ifname) const {
+  for (const PlanDevice& d : devices) {
+    if (d.ifname == ifname) {
+      return d;
+    }
+  }
+  throw MeasureError("internal: no device " + std::string(ifname) + " in the plan");
+}
+
+NetPlan plan_for(Topology t) {
+  NetPlan p;
+  p.topology = t;
+  switch (t) {
+    case Topology::kDirect:
+      p.namespaces = {Role::kClient, Role::kServer};
+      p.devices = {
+          {"skbm-c0", "M/c0", Role::kClient, "skbm-s0", true, "10.201.0.1/24", ""},
+          {"skbm-s0", "M/s0", Role::kServer, "skbm-c0", true, "10.201.0.2/24", ""},
+      };
+      p.server_address = "10.201.0.2";
+      break;
+    case Topology::kForward:
+      p.namespaces = {Role::kClient, Role::kHost, Role::kServer};
+      p.devices = {
+          {"skbm-c0", "M/c0", Role::kClient, "skbm-hc", true, "10.202.1.2/24", ""},
+          {"skbm-hc", "M/hc", Role::kHost, "skbm-c0", true, "10.202.1.1/24", ""},
+          {"skbm-hs", "M/hs", Role::kHost, "skbm-s0", true, "10.202.2.1/24", ""},
+          {"skbm-s0", "M/s0", Role::kServer, "skbm-hs", true, "10.202.2.2/24", ""},
+      };
+      p.routes = {{Role::kClient, "default", "10.202.1.1", "skbm-c0"},
+                  {Role::kServer, "default", "10.202.2.1", "skbm-s0"}};
+      p.ip_forward = true;
+      p.server_address = "10.202.2.2";
+      break;
+    case Topology::kBridge:
+      p.namespaces = {Role::kClient, Role::kHost, Role::kServer};
+      p.devices = {
+          {"skbm-c0", "M/c0", Role::kClient, "skbm-hc", true, "10.203.0.2/24", ""},
+          {"skbm-hc", "M/hc", Role::kHost, "skbm-c0", true, "", "skbm-br0"},
+          {"skbm-hs", "M/hs", Role::kHost, "skbm-s0", true, "", "skbm-br0"},
+          {"skbm-s0", "M/s0", Role::kServer, "skbm-hs", true, "10.203.0.3/24", ""},
+          {"skbm-br0", "M/br0", Role::kHost, "", false, "", ""},
+      };
+      p.server_address = "10.203.0.3";
+      break;
+  }
+  return p;
+}
+
+std::string namespace_name(int pid, Role role) {
+  return "skbsim-" + std::to_string(pid) + "-" + std::string(role_name(role));
+}
+
+std::map<std::string, bool> parse_ethtool_features(const std::string& text) {
+  std::map<std::string, bool> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || line.rfind("Features for", 0) == 0) {
+      continue;
+    }
+    const auto b = line.find_first_not_of(" \t");
+    const std::string name = line.substr(b, colon - b);
+    const std::string rest = line.substr(colon + 1);
+    const auto v = rest.find_first_not_of(' ');
+    if (v == std::string::npos) {
+      continue;
+    }
+    if (rest.compare(v, 2, "on") == 0) {
+      out[name] = true;
+    } else if (rest.compare(v, 3, "off") == 0) {
+      out[name] = false;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> netif_features(const std::map<std::string, bool>& ethtool) {
+  std::vector<std::string> out;
+  for (const auto& [eth, netif] : kNetifOf) {
+    const auto it = ethtool.find(std::string(eth));
+    if (it != ethtool.end() && it->second) {
+      out.emplace_back(netif);
+    }
+  }
+  out.emplace_back("NETIF_F_LLTX");
+  return out;
+}
+
+const std::vector<std::string>& recorded_ethtool_features() {
+  static const std::vector<std::string> recorded = {
+      "rx-checksumming",
+      "tx-checksumming",
+      "tx-checksum-ipv4",
+      "tx-checksum-ip-generic",
+      "tx-checksum-ipv6",
+      "scatter-gather",
+      "tx-scatter-gather",
+      "tx-scatter-gather-fraglist",
+      "tcp-segmentation-offload",
+      "tx-tcp-segmentation",
+      "generic-segmentation-offload",
+      "generic-receive-offload",
+      "rx-gro-list",
+      "highdma",
+  };
+  return recorded;
+}
+
+std::vector<std::string> existing_skbsim_namespaces() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/run/netns", ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("skbsim-", 0) == 0) {
+      out.push_back(n);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Lab::Lab(NetPlan plan, const Tools& tools, ScratchDir& scratch)
+    : plan_(std::move(plan)), tools_(tools), scratch_(scratch), pid_(::getpid()) {
+  try {
+    build();
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+Lab::~Lab() {
+  destroy();
+}
+
+std::vector<std::string> Lab::in(Role r) const {
+  return {tools_.ip, "netns", "exec", ns(r)};
+}
+
+void Lab::build() {
+  const std::string& ip = tools_.ip;
+  for (Role r : plan_.namespaces) {
+    run_checked({ip, "netns", "add", ns(r)}, scratch_);
+    created_.push_back(ns(r));
+    run_checked({ip, "-n", ns(r), "link", "set", "lo", "up"}, scratch_);
+  }
+  // Each veth pair once, created in the first end's namespace with the peer moved straight into
+  // its own: neither end is ever in the root namespace.
+  for (const PlanDevice& d : plan_.devices) {
+    if (!d.veth || d.ifname > d.peer) {
+      continue;
+    }
+    const PlanDevice& peer = plan_.device(d.peer);
+    run_checked({ip, "-n", ns(d.ns), "link", "add", d.ifname, "type", "veth", "peer", "name",
+                 peer.ifname, "netns", ns(peer.ns)},
+                scratch_);
+  }
+  for (const PlanDevice& d : plan_.devices) {
+    if (!d.veth) {
+      // STP off (the default) puts ports straight into forwarding.
+      run_checked({ip, "-n", ns(d.ns), "link", "add", d.ifname, "type", "bridge", "stp_state", "0",
+                   "forward_delay", "0"},
+                  scratch_);
+    }
+  }
+  for (const PlanDevice& d : plan_.devices) {
+    if (!d.master.empty()) {
+      run_checked({ip, "-n", ns(d.ns), "link", "set", d.ifname, "master", d.master}, scratch_);
+    }
+    if (!d.address.empty()) {
+      run_checked({ip, "-n", ns(d.ns), "addr", "add", d.address, "dev", d.ifname}, scratch_);
+    }
+  }
+  for (const PlanDevice& d : plan_.devices) {
+    run_checked({ip, "-n", ns(d.ns), "link", "set", d.ifname, "up"}, scratch_);
+  }
+  for (const PlanRoute& r : plan_.routes) {
+    std::vector<std::string> argv = {ip, "-n", ns(r.ns), "route", "add", r.to};
+    if (!r.via.empty()) {
+      argv.insert(argv.end(), {"via", r.via});
+    }
+    argv.insert(argv.end(), {"dev", r.dev});
+    run_checked(argv, scratch_);
+  }
+  if (plan_.topology == Topology::kBridge) {
+    bridge_nf_default_ = sysctl(Role::kHost, "net.bridge.bridge-nf-call-iptables");
+    if (!bridge_nf_default_.empty()) {
+      for (const char* key :
+           {"net.bridge.bridge-nf-call-iptables=0", "net.bridge.bridge-nf-call-ip6tables=0",
+            "net.bridge.bridge-nf-call-arptables=0"}) {
+        std::vector<std::string> argv = in(Role::kHost);
+        argv.insert(argv.end(), {tools_.sysctl, "-qw", key});
+        run_checked(argv, scratch_);
+      }
+    }
+  }
+  if (plan_.ip_forward) {
+    std::vector<std::string> argv = in(Role::kHost);
+    argv.insert(argv.end(), {tools_.sysctl, "-qw", "net.ipv4.ip_forward=1"});
+    run_checked(argv, scratch_);
+  }
+}
+
+void Lab::apply(Variant v) {
+  const std::vector<std::string> args = variant_ethtool_args(v);
+  if (args.empty()) {
+    return;
+  }
+  for (const PlanDevice& d : plan_.devices) {
+    if (!d.veth) {
+      continue;
+    }
+    std::vector<std::string> argv = in(d.ns);
+    argv.insert(argv.end(), {tools_.ethtool, "-K", d.ifname});
+    argv.insert(argv.end(), args.begin(), args.end());
+    // ethtool -K exits non-zero when a requested change did not take (a fixed feature); what
+    // took is read back by features(), which is what the files record.
+    const Completed c = run(argv, scratch_);
+    if (c.exit_code != 0 && c.exit_code != 1) {
+      throw MeasureError(join_argv(argv) + ": exit " + std::to_string(c.exit_code) + ": " + c.err);
+    }
+  }
+}
+
+std::map<std::string, std::map<std::string, bool>> Lab::features() {
+  std::map<std::string, std::map<std::string, bool>> out;
+  for (const PlanDevice& d : plan_.devices) {
+    if (!d.veth) {
+      continue;
+    }
+    std::vector<std::string> argv = in(d.ns);
+    argv.insert(argv.end(), {tools_.ethtool, "-k", d.ifname});
+    out[d.ifname] = parse_ethtool_features(run_checked(argv, scratch_).out);
+  }
+  return out;
+}
+
+std::string Lab::sysctl(Role r, const std::string& name) {
+  std::vector<std::string> argv = in(r);
+  argv.insert(argv.end(), {tools_.sysctl, "-n", name});
+  const Completed c = run(argv, scratch_);
+  if (c.exit_code != 0) {
+    return "";
+  }
+  std::string v = c.out;
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) {
+    v.pop_back();
+  }
+  for (char& ch : v) {
+    ch = ch == '\t' ? ' ' : ch;
+  }
+  return v;
+}
+
+std::map<std::string, std::int64_t> Lab::tcp_counters(Role r) {
+  std::vector<std::string> argv = in(r);
+  const std::string cat = find_program("cat");
+  argv.insert(argv.end(), {cat.empty() ? "/bin/cat" : cat, "/proc/net/snmp"});
+  return parse_snmp_tcp(run_checked(argv, scratch_).out);
+}
+
+void Lab::destroy() noexcept {
+  // Whatever still runs inside (a child we lost track of) keeps a namespace, and so its veths,
+  // alive after `ip netns del`: kill it first.
+  for (auto it = created_.rbegin(); it != created_.rend(); ++it) {
+    try {
+      Process p = Process::start({tools_.ip, "netns", "pids", *it}, scratch_);
+      if (p.wait_for(std::chrono::milliseconds(5000), false)) {
+        std::istringstream pids(p.out());
+        long pid = 0;
+        while (pids >> pid) {
+          if (pid > 1 && pid != ::getpid()) {
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+          }
+        }
+      }
+    } catch (...) {
+    }
+    run_quietly({tools_.ip, "netns", "del", *it}, scratch_);
+  }
+  created_.clear();
+}
+
+}  // namespace skbsim::sim::measure

@@ -1,0 +1,594 @@
+// measure_report.cpp — measurement and scenario JSON, the summary table.
+
+#include "sim/measure_report.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+namespace skbsim::sim::measure {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string short_number(double v) {
+  std::array<char, 32> buf{};
+  const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  return std::string(buf.data(), r.ptr);
+}
+
+std::string fixed(double v, int d) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(d) << v;
+  return s.str();
+}
+
+double ratio(std::uint64_t num, std::int64_t den) {
+  return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
+}
+
+double per(std::uint64_t num, std::uint64_t den) {
+  return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
+}
+
+ojson spread_json(const std::vector<double>& v, int decimals) {
+  if (v.empty()) {
+    return nullptr;
+  }
+  const Spread s = spread(v);
+  return {{"median", rounded(s.median, decimals)},
+          {"min", rounded(s.min, decimals)},
+          {"max", rounded(s.max, decimals)},
+          {"mad", rounded(s.mad, decimals)},
+          {"n", s.n}};
+}
+
+ojson run_json(const RunFigures& r) {
+  ojson ticks = ojson::object();
+  for (const auto& [k, v] : r.cpu.tick_deltas) {
+    ticks[k] = v;
+  }
+  return {{"wall_s", rounded(r.wall_s, 4)},
+          {"stream_s", rounded(r.stream_s, 4)},
+          {"bytes_sent", r.bytes_sent},
+          {"bytes_received", r.bytes_received},
+          {"throughput_mbps", rounded(r.throughput_mbps, 2)},
+          {"sender_throughput_mbps", rounded(r.sender_throughput_mbps, 2)},
+          {"retransmits", r.retransmits},
+          {"mss", r.mss},
+          {"cpu",
+           {{"cpus", r.cpu.cpus},
+            {"non_idle_pct", rounded(r.cpu.non_idle_pct, 3)},
+            {"ticks_busy_pct", rounded(r.cpu.ticks_busy_pct, 3)},
+            {"steal_pct", rounded(r.cpu.steal_pct, 3)},
+            {"iowait_pct", rounded(r.cpu.iowait_pct, 3)},
+            {"non_idle_us", rounded(r.cpu.non_idle_us, 0)},
+            {"ticks_busy_us", rounded(r.cpu.ticks_busy_us, 0)},
+            {"tick_deltas", ticks}}},
+          {"service_demand_us_per_kb", rounded(r.service_demand_us_per_kb, 5)},
+          {"service_demand_ticks_us_per_kb", rounded(r.service_demand_ticks_us_per_kb, 5)},
+          {"tcp",
+           {{"client_out_segs", r.client_out_segs},
+            {"client_retrans_segs", r.client_retrans_segs},
+            {"server_in_segs", r.server_in_segs},
+            {"server_out_segs", r.server_out_segs}}},
+          {"iperf3_cpu_utilization_percent", r.iperf3_cpu}};
+}
+
+std::uint64_t summed(const std::map<int, std::uint64_t>& m, int state) {
+  const auto it = m.find(state);
+  return it == m.end() ? 0 : it->second;
+}
+
+ojson device_json(const DeviceCounts& d, std::int64_t segs) {
+  ojson o;
+  o["xmit_skbs"] = rounded(ratio(d.xmit_skbs, segs), 5);
+  o["xmit_segments"] = rounded(ratio(d.xmit_segments, segs), 5);
+  o["xmit_gso_skbs"] = rounded(ratio(d.xmit_gso_skbs, segs), 5);
+  for (int s = 0; s < 4; ++s) {
+    o["xmit_ip_summed_" + ip_summed_name(s)] = rounded(ratio(summed(d.xmit_ip_summed, s), segs), 5);
+  }
+  o["xmit_len_bytes_per_skb"] = rounded(per(d.xmit_len_bytes, d.xmit_skbs), 1);
+  o["xmit_data_len_bytes_per_skb"] = rounded(per(d.xmit_data_len_bytes, d.xmit_skbs), 1);
+  o["xmit_linear_bytes_per_skb"] = rounded(
+      per(d.xmit_len_bytes - std::min(d.xmit_len_bytes, d.xmit_data_len_bytes), d.xmit_skbs), 1);
+  o["rx_skbs"] = rounded(ratio(d.rx_skbs, segs), 5);
+  o["rx_gso_skbs"] = rounded(ratio(d.rx_gso_skbs, segs), 5);
+  for (int s = 0; s < 4; ++s) {
+    o["rx_ip_summed_" + ip_summed_name(s)] = rounded(ratio(summed(d.rx_ip_summed, s), segs), 5);
+  }
+  o["rx_len_bytes_per_skb"] = rounded(per(d.rx_len_bytes, d.rx_skbs), 1);
+  o["rx_data_len_bytes_per_skb"] = rounded(per(d.rx_data_len_bytes, d.rx_skbs), 1);
+  o["rx_linear_bytes_per_skb"] =
+      rounded(per(d.rx_len_bytes - std::min(d.rx_len_bytes, d.rx_data_len_bytes), d.rx_skbs), 1);
+  return o;
+}
+
+ojson raw_device_json(const DeviceCounts& d) {
+  ojson xs = ojson::object();
+  for (const auto& [s, n] : d.xmit_ip_summed) {
+    xs[ip_summed_name(s)] = n;
+  }
+  ojson rs = ojson::object();
+  for (const auto& [s, n] : d.rx_ip_summed) {
+    rs[ip_summed_name(s)] = n;
+  }
+  return {{"xmit_skbs", d.xmit_skbs},
+          {"xmit_segments", d.xmit_segments},
+          {"xmit_gso_skbs", d.xmit_gso_skbs},
+          {"xmit_ip_summed", xs},
+          {"xmit_len_bytes", d.xmit_len_bytes},
+          {"xmit_data_len_bytes", d.xmit_data_len_bytes},
+          {"rx_skbs", d.rx_skbs},
+          {"rx_gso_skbs", d.rx_gso_skbs},
+          {"rx_ip_summed", rs},
+          {"rx_len_bytes", d.rx_len_bytes},
+          {"rx_data_len_bytes", d.rx_data_len_bytes}};
+}
+
+ojson top_sites(const std::map<std::string, std::uint64_t>& sites, std::size_t n) {
+  std::vector<std::pair<std::uint64_t, std::string>> v;
+  for (const auto& [s, c] : sites) {
+    v.emplace_back(c, s);
+  }
+  std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  ojson o = ojson::object();
+  for (std::size_t i = 0; i < v.size() && i < n; ++i) {
+    o[v[i].second] = v[i].first;
+  }
+  return o;
+}
+
+std::string third_field(const std::string& triple) {
+  std::istringstream in(triple);
+  std::string a;
+  std::string b;
+  std::string c;
+  in >> a >> b >> c;
+  return c;
+}
+
+}  // namespace
+
+double rounded(double v, int decimals) {
+  if (!std::isfinite(v)) {
+    return 0;
+  }
+  const double f = std::pow(10.0, decimals);
+  return std::round(v * f) / f;
+}
+
+std::string Configuration::rate_label() const {
+  return rate_mbps ? short_number(*rate_mbps) + "mbps" : "unlimited";
+}
+
+std::string Configuration::name() const {
+  return std::string(topology_name(topology)) + "-" + std::string(variant_name(variant)) + "-" +
+         rate_label();
+}
+
+std::string machine_line(const Machine& m) {
+  std::string s = "Linux " + m.kernel + " " + m.arch + ", " + m.cpu_model;
+  if (m.cpu_mhz) {
+    s += " @ " + fixed(*m.cpu_mhz, 0) + " MHz";
+  }
+  s += ", " + std::to_string(m.cpus) + " CPUs, virtualisation " + m.virtualisation();
+  return s;
+}
+
+ojson per_segment_json(const TraceCounts& c, std::int64_t segments, const NetPlan& plan,
+                       const std::string& source) {
+  ojson counters;
+  counters["pskb_expand_head_calls"] = rounded(ratio(c.expand_head_allocs, segments), 5);
+  counters["pskb_expand_head_alloc_bytes_per_call"] =
+      rounded(per(c.expand_head_bytes, c.expand_head_allocs), 1);
+  counters["skb_segment_outputs"] = rounded(ratio(c.segment_outputs, segments), 5);
+  counters["consume_skb_calls"] = rounded(ratio(c.consume_skb, segments), 5);
+  counters["kfree_skb_calls"] = rounded(ratio(c.kfree_skb, segments), 5);
+  counters["skb_copy_datagram_iovec_calls"] = rounded(ratio(c.copy_datagram_iovec, segments), 5);
+  counters["skb_copy_datagram_iovec_bytes"] =
+      rounded(ratio(c.copy_datagram_iovec_bytes, segments), 1);
+  counters["sk_buff_allocs"] = rounded(ratio(c.sk_buff_allocs, segments), 5);
+  ojson devices = ojson::object();
+  for (const PlanDevice& d : plan.devices) {
+    const auto it = c.devices.find(d.ifname);
+    devices[d.scenario_name] =
+        device_json(it == c.devices.end() ? DeviceCounts{} : it->second, segments);
+  }
+  return {{"source", source},
+          {"tolerance_pct", 10},
+          {"segments", segments},
+          {"counters", counters},
+          {"devices", devices}};
+}
+
+namespace {
+
+ojson machine_json(const Machine& m) {
+  return {{"kernel", m.kernel},
+          {"kernel_version", m.kernel_version},
+          {"arch", m.arch},
+          {"cpu_model", m.cpu_model},
+          {"cpu_mhz", m.cpu_mhz ? ojson(rounded(*m.cpu_mhz, 3)) : ojson(nullptr)},
+          {"cpus", m.cpus},
+          {"clk_tck", m.clk_tck},
+          {"virtualisation", m.virtualisation()},
+          {"virtualisation_sources",
+           {{"kernel_log_hypervisor", m.kernel_hypervisor},
+            {"systemd_detect_virt_vm", m.systemd_detect_vm},
+            {"systemd_detect_virt_container", m.systemd_detect_container},
+            {"dmi_sys_vendor", m.dmi_vendor},
+            {"dmi_product_name", m.dmi_product},
+            {"cpuinfo_hypervisor_flag", m.hypervisor_flag}}}};
+}
+
+ojson device_setup_json(const PlanDevice& d, const ConfigResult& r) {
+  ojson e = {{"ifname", d.ifname},
+             {"scenario_name", d.scenario_name},
+             {"namespace", role_name(d.ns)},
+             {"kind", d.veth ? "veth" : "bridge"}};
+  if (!d.peer.empty()) {
+    e["peer"] = d.peer;
+  }
+  if (!d.address.empty()) {
+    e["address"] = d.address;
+  }
+  if (!d.master.empty()) {
+    e["master"] = d.master;
+  }
+  const auto f = r.features.find(d.ifname);
+  if (f != r.features.end()) {
+    ojson eth = ojson::object();
+    for (const std::string& name : recorded_ethtool_features()) {
+      const auto it = f->second.find(name);
+      if (it != f->second.end()) {
+        eth[name] = it->second;
+      }
+    }
+    e["ethtool"] = eth;
+    e["netif_features"] = netif_features(f->second);
+  }
+  return e;
+}
+
+ojson setup_json(const MeasureContext& ctx, const ConfigResult& r, const NetPlan& plan) {
+  ojson devs = ojson::array();
+  for (const PlanDevice& d : plan.devices) {
+    devs.push_back(device_setup_json(d, r));
+  }
+  ojson sysctls = ojson::object();
+  for (const auto& [k, v] : r.sysctls) {
+    sysctls[k] = v;
+  }
+  return {{"devices", devs},
+          {"ip_forward", plan.ip_forward},
+          {"server_address", plan.server_address},
+          {"sysctls", sysctls},
+          {"client_cpu", ctx.client_cpu >= 0 ? ojson(ctx.client_cpu) : ojson(nullptr)},
+          {"server_cpu", ctx.server_cpu >= 0 ? ojson(ctx.server_cpu) : ojson(nullptr)}};
+}
+
+// One figure of every run, for spread().
+template <typename F>
+std::vector<double> each(const std::vector<RunFigures>& runs, F figure) {
+  std::vector<double> out;
+  out.reserve(runs.size());
+  for (const RunFigures& f : runs) {
+    out.push_back(figure(f));
+  }
+  return out;
+}
+
+ojson summary_json(const std::vector<RunFigures>& runs) {
+  return {
+      {"throughput_mbps", spread_json(each(runs, [](auto& f) { return f.throughput_mbps; }), 2)},
+      {"cpu_util_pct", spread_json(each(runs, [](auto& f) { return f.cpu.non_idle_pct; }), 3)},
+      {"cpu_util_ticks_pct",
+       spread_json(each(runs, [](auto& f) { return f.cpu.ticks_busy_pct; }), 3)},
+      {"service_demand_us_per_kb",
+       spread_json(each(runs, [](auto& f) { return f.service_demand_us_per_kb; }), 5)},
+      {"service_demand_ticks_us_per_kb",
+       spread_json(each(runs, [](auto& f) { return f.service_demand_ticks_us_per_kb; }), 5)},
+      {"steal_pct", spread_json(each(runs, [](auto& f) { return f.cpu.steal_pct; }), 3)},
+      {"segments_per_s", spread_json(each(runs,
+                                          [](auto& f) {
+                                            return f.wall_s > 0
+                                                       ? static_cast<double>(f.client_out_segs) /
+                                                             f.wall_s
+                                                       : 0.0;
+                                          }),
+                                     0)}};
+}
+
+ojson counts_json(const TraceCounts& c, std::int64_t segs, const NetPlan& plan) {
+  ojson raw_devs = ojson::object();
+  for (const PlanDevice& d : plan.devices) {
+    const auto it = c.devices.find(d.ifname);
+    raw_devs[d.scenario_name] =
+        raw_device_json(it == c.devices.end() ? DeviceCounts{} : it->second);
+  }
+  ojson caches = ojson::object();
+  for (const auto& [k, v] : c.slab_cache_allocs) {
+    caches[k] = v;
+  }
+  return {{"segments", segs},
+          {"devices", raw_devs},
+          {"consume_skb", c.consume_skb},
+          {"kfree_skb", c.kfree_skb},
+          {"skb_copy_datagram_iovec", c.copy_datagram_iovec},
+          {"skb_copy_datagram_iovec_bytes", c.copy_datagram_iovec_bytes},
+          {"pskb_expand_head_allocs", c.expand_head_allocs},
+          {"pskb_expand_head_alloc_bytes", c.expand_head_bytes},
+          {"skb_segment_outputs", c.segment_outputs},
+          {"sk_buff_allocs", c.sk_buff_allocs},
+          {"slab_cache_allocs", caches},
+          {"distinct_alloc_stacks", c.distinct_stacks}};
+}
+
+ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
+  ojson tr = {{"status", t.status}};
+  if (!t.reason.empty()) {
+    tr["reason"] = t.reason;
+  }
+  if (!t.missing_tracepoints.empty()) {
+    tr["missing_tracepoints"] = t.missing_tracepoints;
+  }
+  if (!t.slab_caches.empty()) {
+    tr["slab_caches_traced"] = t.slab_caches;
+  }
+  if (t.run) {
+    tr["run"] = run_json(*t.run);
+  }
+  if (!t.counts || !t.run) {
+    return tr;
+  }
+  const TraceCounts& c = *t.counts;
+  const std::int64_t segs = t.run->client_out_segs;
+  if (segs > 0) {
+    tr["per_segment"] = per_segment_json(c, segs, plan, "the traced run");
+  }
+  tr["counts"] = counts_json(c, segs, plan);
+  if (plan.ip_forward) {
+    const auto hs = c.devices.find("skbm-hs");
+    const std::uint64_t fwd = hs == c.devices.end() ? 0 : hs->second.xmit_skbs;
+    tr["derived"] = {
+        {"forwarded_skbs", fwd},
+        {"pskb_expand_head_per_forwarded_skb", rounded(per(c.expand_head_allocs, fwd), 5)}};
+  }
+  tr["consume_skb_sites"] = top_sites(c.consume_skb_sites, 15);
+  tr["kfree_skb_sites"] = top_sites(c.kfree_skb_sites, 15);
+  ojson sites = ojson::array();
+  for (std::size_t i = 0; i < c.alloc_sites.size() && i < 25; ++i) {
+    const AllocSite& a = c.alloc_sites[i];
+    sites.push_back({{"site", a.site},
+                     {"cache", a.cache},
+                     {"count", a.count},
+                     {"per_segment", rounded(ratio(a.count, segs), 5)},
+                     {"bytes", a.bytes}});
+  }
+  tr["alloc_sites"] = sites;
+  return tr;
+}
+
+std::string scenario_description(const MeasureContext& ctx, const ConfigResult& r) {
+  const Configuration& cfg = r.config;
+  std::string desc = "Measured by skbsim measure on " + machine_line(ctx.machine) +
+                     ": iperf3 TCP stream client -> server, topology " +
+                     std::string(topology_name(cfg.topology)) + ", veth features " +
+                     std::string(variant_name(cfg.variant));
+  const auto args = variant_ethtool_args(cfg.variant);
+  if (args.empty()) {
+    desc += " (the defaults)";
+  } else {
+    std::string k;
+    for (const std::string& a : args) {
+      k += " " + a;
+    }
+    desc += " (ethtool -K" + k + ")";
+  }
+  desc += ", rate " + cfg.rate_label() + "; reference = medians of " +
+          std::to_string(r.runs.size()) + " runs of " + std::to_string(ctx.duration_s) + " s.";
+  return desc;
+}
+
+// The third number of a sysctl triple ("4096 16384 4194304"), when a buffer size the scenario
+// format takes.
+std::optional<long long> buffer_max(const ConfigResult& r, const char* key) {
+  const auto it = r.sysctls.find(key);
+  if (it == r.sysctls.end()) {
+    return std::nullopt;
+  }
+  try {
+    const long long v = std::stoll(third_field(it->second));
+    return v >= 4096 && v <= (1LL << 30) ? std::optional<long long>(v) : std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t cpus) {
+  ojson flow = {{"from", "M/client"}, {"to", "M/server"}, {"send_size", 131072}};  // iperf3 -l
+  if (auto w = buffer_max(r, "client/net.ipv4.tcp_wmem")) {
+    flow["sndbuf"] = *w;
+  }
+  if (auto rm = buffer_max(r, "server/net.ipv4.tcp_rmem")) {
+    flow["rcvbuf"] = *rm;
+  }
+  const int mss = r.runs.empty() ? 0 : r.runs.front().mss;
+  if (mss >= 88 && mss <= 65483) {
+    flow["mss"] = mss;
+  }
+  const auto cpu = [cpus](int c) { return c >= 0 && static_cast<std::uint32_t>(c) < cpus ? c : 0; };
+  flow["sender_cpu"] = cpu(ctx.client_cpu);
+  flow["receiver_cpu"] = cpu(ctx.server_cpu);
+  return flow;
+}
+
+ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const NetPlan& plan,
+                     const std::string& measurement_file) {
+  ojson ref;
+  ref["source"] =
+      "skbsim measure: " + measurement_file + ", " + r.date + ", " + machine_line(ctx.machine);
+  ref["tolerance_pct"] = 20;
+  ref["host"] = "M";
+  if (!r.runs.empty()) {
+    if (!r.config.rate_mbps) {
+      ref["throughput_mbps"] =
+          rounded(spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median, 2);
+      ref["cpu_util_pct"] =
+          rounded(spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median, 3);
+    } else {
+      ref["comment"] =
+          "iperf3 -b " + short_number(*r.config.rate_mbps) +
+          "M: the model's TCP_STREAM has no rate limit, so only the service demand is compared "
+          "(throughput and CPU are in the measurement file)";
+    }
+    ref["service_demand_us_per_kb"] =
+        rounded(spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median, 5);
+  }
+  if (r.trace.counts && r.trace.run && r.trace.run->client_out_segs > 0) {
+    ref["per_segment"] = per_segment_json(*r.trace.counts, r.trace.run->client_out_segs, plan,
+                                          measurement_file + " /trace (tracepoints, bpftrace)");
+  }
+  return ref;
+}
+
+}  // namespace
+
+ojson measurement_json(const MeasureContext& ctx, const ConfigResult& r) {
+  const Configuration& cfg = r.config;
+  const NetPlan plan = plan_for(cfg.topology);
+  ojson j;
+  j["schema"] = 1;
+  j["kind"] = "skbsim-measurement";
+  j["configuration"] = {{"name", cfg.name()},
+                        {"topology", topology_name(cfg.topology)},
+                        {"variant", variant_name(cfg.variant)},
+                        {"ethtool_K", variant_ethtool_args(cfg.variant)},
+                        {"rate_mbps", cfg.rate_mbps ? ojson(*cfg.rate_mbps) : ojson(nullptr)},
+                        {"duration_s", ctx.duration_s},
+                        {"runs", ctx.runs}};
+  j["date"] = r.date;
+  j["command"] = ctx.command;
+  j["machine"] = machine_json(ctx.machine);
+  ojson tools = ojson::object();
+  for (const auto& [k, v] : ctx.tool_versions) {
+    tools[k] = v;
+  }
+  j["tools"] = tools;
+  j["background"] = {{"wall_s", rounded(ctx.background_wall_s, 3)},
+                     {"non_idle_pct", rounded(ctx.background_non_idle_pct, 3)}};
+  j["setup"] = setup_json(ctx, r, plan);
+  ojson runs = ojson::array();
+  for (const RunFigures& f : r.runs) {
+    runs.push_back(run_json(f));
+  }
+  j["runs"] = runs;
+  j["summary"] = summary_json(r.runs);
+  j["trace"] = trace_json(r.trace, plan);
+  return j;
+}
+
+ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std::string& extends,
+                    const std::string& measurement_file) {
+  const NetPlan plan = plan_for(r.config.topology);
+  const std::uint32_t cpus = std::max<std::uint32_t>(1, ctx.machine.cpus);
+  ojson j;
+  j["schema"] = 1;
+  j["extends"] = extends;
+  j["name"] = "measured-" + r.config.name();
+  j["description"] = scenario_description(ctx, r);
+  j["hosts"] = {{"M", {{"cpus", cpus}, {"cpus_counted", cpus}}}};
+  ojson devices = ojson::object();
+  for (const PlanDevice& d : plan.devices) {
+    const auto f = r.features.find(d.ifname);
+    if (d.veth && f != r.features.end()) {
+      devices[d.scenario_name] = {{"features", netif_features(f->second)}};
+    }
+  }
+  if (!devices.empty()) {
+    j["devices"] = devices;
+  }
+  j["traffic"] = {{"flows", ojson::array({flow_json(ctx, r, cpus)})}};
+  j["reference"] = reference_json(ctx, r, plan, measurement_file);
+  return j;
+}
+
+std::string summary_header() {
+  std::ostringstream s;
+  s << std::left << std::setw(26) << "configuration" << std::right << std::setw(5) << "runs"
+    << std::setw(11) << "Mbit/s" << std::setw(9) << "cpu%" << std::setw(9) << "ticks%"
+    << std::setw(10) << "us/KB" << std::setw(9) << "MAD" << std::setw(8) << "steal%"
+    << "  trace\n";
+  return s.str();
+}
+
+std::string summary_row(const ConfigResult& r) {
+  std::ostringstream s;
+  s << std::left << std::setw(26) << r.config.name() << std::right << std::setw(5) << r.runs.size();
+  if (r.runs.empty()) {
+    s << "  (no runs)";
+  } else {
+    std::vector<double> tput;
+    std::vector<double> cpu;
+    std::vector<double> ticks;
+    std::vector<double> sd;
+    std::vector<double> steal;
+    for (const RunFigures& f : r.runs) {
+      tput.push_back(f.throughput_mbps);
+      cpu.push_back(f.cpu.non_idle_pct);
+      ticks.push_back(f.cpu.ticks_busy_pct);
+      sd.push_back(f.service_demand_us_per_kb);
+      steal.push_back(f.cpu.steal_pct);
+    }
+    const Spread sds = spread(sd);
+    s << std::setw(11) << fixed(spread(tput).median, 1) << std::setw(9)
+      << fixed(spread(cpu).median, 1) << std::setw(9) << fixed(spread(ticks).median, 1)
+      << std::setw(10) << fixed(sds.median, 4) << std::setw(9) << fixed(sds.mad, 4) << std::setw(8)
+      << fixed(spread(steal).median, 1);
+  }
+  s << "  " << r.trace.status;
+  if (!r.trace.reason.empty()) {
+    s << " (" << r.trace.reason << ")";
+  }
+  s << "\n";
+  return s.str();
+}
+
+std::string trace_summary(const ConfigResult& r) {
+  if (!r.trace.counts || !r.trace.run || r.trace.run->client_out_segs <= 0) {
+    return "";
+  }
+  const TraceCounts& c = *r.trace.counts;
+  const std::int64_t segs = r.trace.run->client_out_segs;
+  const NetPlan plan = plan_for(r.config.topology);
+  std::ostringstream s;
+  s << "  " << r.config.name() << ", traced run: " << segs << " segments, "
+    << fixed(r.trace.run->throughput_mbps, 1) << " Mbit/s; per segment:\n";
+  for (const PlanDevice& d : plan.devices) {
+    const auto it = c.devices.find(d.ifname);
+    const DeviceCounts dc = it == c.devices.end() ? DeviceCounts{} : it->second;
+    s << "    " << std::left << std::setw(7) << d.scenario_name << std::right << " xmit "
+      << fixed(ratio(dc.xmit_skbs, segs), 4) << " skbs (";
+    bool first = true;
+    for (const auto& [st, n] : dc.xmit_ip_summed) {
+      s << (first ? "" : " ") << ip_summed_name(st) << " " << fixed(ratio(n, segs), 4);
+      first = false;
+    }
+    s << "), " << fixed(per(dc.xmit_len_bytes, dc.xmit_skbs), 0) << " B/skb, linear "
+      << fixed(per(dc.xmit_len_bytes - std::min(dc.xmit_len_bytes, dc.xmit_data_len_bytes),
+                   dc.xmit_skbs),
+               0)
+      << " B; rx " << fixed(ratio(dc.rx_skbs, segs), 4) << " skbs\n";
+  }
+  s << "    pskb_expand_head " << fixed(ratio(c.expand_head_allocs, segs), 4)
+    << ", skb_segment outputs " << fixed(ratio(c.segment_outputs, segs), 4)
+    << ", skb_copy_datagram_iovec " << fixed(ratio(c.copy_datagram_iovec, segs), 4) << " ("
+    << fixed(ratio(c.copy_datagram_iovec_bytes, segs), 0) << " B)"
+    << ", consume_skb " << fixed(ratio(c.consume_skb, segs), 4) << ", kfree_skb "
+    << fixed(ratio(c.kfree_skb, segs), 4) << "\n";
+  return s.str();
+}
+
+}  // namespace skbsim::sim::measure

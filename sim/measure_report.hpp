@@ -1,0 +1,115 @@
+#pragma once
+// measure_report.hpp — what `skbsim measure` writes, in the project's own formats
+// (docs/measure.md):
+//
+//   DIR/<config>.json               a scenario (docs/scenarios.md) that extends the shared piece of
+//                                   its topology, with the measured feature set, the flow as
+//                                   iperf3 ran it, and a `reference` block holding the medians
+//                                   and, from the traced run, `reference.per_segment`;
+//   DIR/measurements/<config>.json  the measurement: machine, settings, every run's figures,
+//                                   medians with min/max/MAD, the traced run's raw counts;
+//   DIR/summary.txt                 what the command printed.
+//
+// <config> is "<topology>-<variant>-<rate>", e.g. "forward-off-unlimited", "direct-on-1000mbps".
+// Pure functions from plain structs to JSON: no clock, no files.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/measure_host.hpp"
+#include "sim/measure_net.hpp"
+#include "sim/measure_trace.hpp"
+
+namespace skbsim::sim::measure {
+
+struct Configuration {
+  Topology topology = Topology::kDirect;
+  Variant variant = Variant::kOn;
+  std::optional<double> rate_mbps;  // nullopt: unlimited
+  std::string name() const;         // "forward-off-unlimited"
+  std::string rate_label() const;   // "unlimited", "1000mbps"
+};
+
+// One iperf3 stream, client -> server, and what the machine did meanwhile.
+struct RunFigures {
+  double wall_s = 0;  // the client's lifetime, over which CPU time is counted
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  double stream_s = 0;         // iperf3's receiver seconds
+  double throughput_mbps = 0;  // receiver's goodput, 10^6 bit/s
+  double sender_throughput_mbps = 0;
+  std::int64_t retransmits = 0;
+  int mss = 0;  // iperf3 start.tcp_mss_default
+  CpuUsage cpu;
+  double service_demand_us_per_kb = 0;        // non-idle µs / (bytes received / 1024)
+  double service_demand_ticks_us_per_kb = 0;  // tick-sampled busy µs / KB
+  std::int64_t client_out_segs = 0;           // TcpOutSegs in the client namespace (wire segments)
+  std::int64_t client_retrans_segs = 0;
+  std::int64_t server_in_segs = 0;
+  std::int64_t server_out_segs = 0;   // the ACKs
+  nlohmann::ordered_json iperf3_cpu;  // iperf3's own end.cpu_utilization_percent
+};
+
+struct TraceOutcome {
+  std::string status = "off";  // "ok", "off" (--trace off), "unavailable", "refused"
+  std::string reason;          // why not "ok"
+  std::vector<std::string> missing_tracepoints;
+  std::vector<std::string> slab_caches;  // the kmem_cache names traced (skb_cache_names())
+  std::optional<RunFigures> run;         // the traced run's own figures (not in the medians)
+  std::optional<TraceCounts> counts;
+};
+
+struct ConfigResult {
+  Configuration config;
+  std::string date;  // UTC, ISO 8601, when its first run started
+  std::vector<RunFigures> runs;
+  TraceOutcome trace;
+  std::map<std::string, std::map<std::string, bool>> features;  // ethtool -k per veth end
+  std::map<std::string, std::string> sysctls;  // name -> value in the namespace that matters
+};
+
+// Everything about the whole invocation.
+struct MeasureContext {
+  Machine machine;
+  std::map<std::string, std::string> tool_versions;  // "iperf3" -> "iperf 3.12 (cJSON 1.7.15)"
+  double background_non_idle_pct = 0;                // the machine's own load before the first run
+  double background_wall_s = 0;
+  int duration_s = 0;
+  int runs = 0;
+  int client_cpu = -1;  // iperf3 -A, -1 when not pinned
+  int server_cpu = -1;
+  std::string command;  // the command line as given
+};
+
+// The measurement file (schema 1, "kind": "skbsim-measurement").
+nlohmann::ordered_json measurement_json(const MeasureContext& ctx, const ConfigResult& r);
+
+// reference.per_segment from a traced run (docs/measure.md): counts per wire segment.
+// Requires: segments > 0.
+nlohmann::ordered_json per_segment_json(const TraceCounts& counts, std::int64_t segments,
+                                        const NetPlan& plan, const std::string& source);
+
+// The scenario file. `extends` is the shared piece's path relative to the scenario's directory,
+// `measurement_file` the measurement's path relative to it too.
+nlohmann::ordered_json scenario_json(const MeasureContext& ctx, const ConfigResult& r,
+                                     const std::string& extends,
+                                     const std::string& measurement_file);
+
+// One line per configuration for the summary table, with a header line.
+std::string summary_header();
+std::string summary_row(const ConfigResult& r);
+// The traced run's highlights, a few lines ("" when not traced).
+std::string trace_summary(const ConfigResult& r);
+
+// A one-line description of the machine for `reference.source`.
+std::string machine_line(const Machine& m);
+
+// Rounds to `decimals` places, for numbers written to files.
+double rounded(double v, int decimals);
+
+}  // namespace skbsim::sim::measure

@@ -1,0 +1,446 @@
+// measure_trace.cpp — tracefs, the bpftrace program, and reading what it printed.
+
+#include "sim/measure_trace.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/measure_process.hpp"
+
+#include <sys/mount.h>
+
+namespace skbsim::sim::measure {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kTracefs = "/sys/kernel/tracing";
+constexpr const char* kDebugTracing = "/sys/kernel/debug/tracing";
+
+std::uint64_t as_u64(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    return v.get<std::uint64_t>();
+  }
+  if (v.is_number_integer()) {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.get<std::int64_t>()));
+  }
+  if (v.is_number_float()) {
+    return static_cast<std::uint64_t>(std::max(0.0, v.get<double>()));
+  }
+  return 0;
+}
+
+std::uint64_t parse_address(const std::string& s) {
+  try {
+    return std::stoull(s, nullptr, s.rfind("0x", 0) == 0 ? 16 : 10);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// "name,3" -> {"name", "3"}; a key without a comma -> {key, ""}.
+std::pair<std::string, std::string> split_key(const std::string& key) {
+  const auto c = key.find(',');
+  if (c == std::string::npos) {
+    return {key, ""};
+  }
+  return {key.substr(0, c), key.substr(c + 1)};
+}
+
+std::vector<std::string> stack_functions(const std::string& stack) {
+  std::vector<std::string> out;
+  std::istringstream in(stack);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string f = frame_function(line);
+    if (!f.empty()) {
+      out.push_back(f);
+    }
+  }
+  return out;
+}
+
+bool is_allocator(const std::string& f) {
+  for (const char* p : {"kmem_cache_alloc", "__kmalloc", "kmalloc", "__kvmalloc", "kvmalloc",
+                        "__alloc_skb", "alloc_skb", "__netdev_alloc_skb", "__napi_alloc_skb",
+                        "napi_alloc_skb", "slab_alloc", "__slab_alloc"}) {
+    if (f.rfind(p, 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+struct Stats {
+  std::uint64_t count = 0;
+  std::uint64_t total = 0;
+};
+
+// Frames of the slab allocator itself, below the function that asked for memory.
+bool is_slab_frame(const std::string& f) {
+  for (const char* p : {"kmem_cache_alloc", "__kmem_cache_alloc", "__kmalloc", "kmalloc_node",
+                        "kmalloc_trace", "__kvmalloc", "kvmalloc", "slab_alloc", "__slab_alloc"}) {
+    if (f.rfind(p, 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The net/core/skbuff.c functions that allocate a struct sk_buff from a slab cache.
+bool allocates_sk_buff(const std::string& f) {
+  for (const char* n :
+       {"__alloc_skb", "skb_clone", "__build_skb", "build_skb", "__napi_build_skb",
+        "napi_build_skb", "napi_skb_cache_get", "__napi_alloc_skb", "__netdev_alloc_skb"}) {
+    if (f == n) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Stats stats_of(const nlohmann::json& v) {
+  if (v.is_object()) {
+    return {as_u64(v.value("count", nlohmann::json(0))),
+            as_u64(v.value("total", nlohmann::json(0)))};
+  }
+  return {as_u64(v), 0};
+}
+
+}  // namespace
+
+Tracefs::Tracefs() {
+  if (fs::exists(fs::path(kTracefs) / "events")) {
+    root_ = kTracefs;
+    return;
+  }
+  if (fs::exists(fs::path(kDebugTracing) / "events")) {
+    root_ = kDebugTracing;
+    return;
+  }
+  if (!fs::is_directory(kTracefs)) {
+    reason_ = std::string(kTracefs) + " does not exist (kernel without tracefs?)";
+    return;
+  }
+  if (::mount("tracefs", kTracefs, "tracefs", 0, nullptr) != 0) {
+    reason_ = std::string("mount -t tracefs ") + kTracefs + ": " + std::strerror(errno);
+    return;
+  }
+  mounted_ = true;
+  if (!fs::exists(fs::path(kTracefs) / "events")) {
+    reason_ = std::string("tracefs at ") + kTracefs + " has no events/ (no tracepoints)";
+    return;
+  }
+  root_ = kTracefs;
+}
+
+Tracefs::~Tracefs() {
+  if (!mounted_) {
+    return;
+  }
+  // A plain unmount fails while someone (not us: bpftrace is gone by now) uses it; then detach
+  // it lazily rather than pull it from under them.
+  if (::umount2(kTracefs, 0) != 0) {
+    ::umount2(kTracefs, MNT_DETACH);
+  }
+}
+
+bool Tracefs::has(const std::string& tracepoint) const {
+  const auto c = tracepoint.find(':');
+  if (root_.empty() || c == std::string::npos) {
+    return false;
+  }
+  return fs::exists(root_ / "events" / tracepoint.substr(0, c) / tracepoint.substr(c + 1));
+}
+
+const std::vector<std::string>& wanted_tracepoints() {
+  static const std::vector<std::string> wanted = {
+      "net:net_dev_start_xmit",      "net:netif_rx_entry", "skb:consume_skb",       "skb:kfree_skb",
+      "skb:skb_copy_datagram_iovec", "kmem:kmalloc",       "kmem:kmem_cache_alloc",
+  };
+  return wanted;
+}
+
+std::string bpftrace_program(const std::vector<std::string>& present,
+                             const std::string& device_prefix,
+                             const std::vector<std::string>& skb_caches) {
+  const auto has = [&](const char* tp) {
+    return std::find(present.begin(), present.end(), tp) != present.end();
+  };
+  const std::string n = std::to_string(device_prefix.size());
+  const std::string dev_filter =
+      "/strncmp(str(args->name), \"" + device_prefix + "\", " + n + ") == 0/";
+  std::string p = "// skbsim measure: per-segment event counts (sim/measure_trace.hpp)\n";
+  if (has("net:net_dev_start_xmit")) {
+    p += "tracepoint:net:net_dev_start_xmit " + dev_filter +
+         " {\n"
+         "  $n = str(args->name);\n"
+         "  @xmit[$n, args->ip_summed] = count();\n"
+         "  @xmit_len[$n] = sum(args->len);\n"
+         "  @xmit_data_len[$n] = sum(args->data_len);\n"
+         "  @xmit_segs[$n] = sum(args->gso_segs > 0 ? args->gso_segs : 1);\n"
+         "  @xmit_gso[$n] = sum(args->gso_size > 0 ? 1 : 0);\n"
+         "}\n";
+  }
+  if (has("net:netif_rx_entry")) {
+    p += "tracepoint:net:netif_rx_entry " + dev_filter +
+         " {\n"
+         "  $n = str(args->name);\n"
+         "  @rx[$n, args->ip_summed] = count();\n"
+         "  @rx_len[$n] = sum(args->len);\n"
+         "  @rx_data_len[$n] = sum(args->data_len);\n"
+         "  @rx_gso[$n] = sum(args->gso_size > 0 ? 1 : 0);\n"
+         "}\n";
+  }
+  if (has("skb:consume_skb")) {
+    p += "tracepoint:skb:consume_skb { @consume[args->location] = count(); }\n";
+  }
+  if (has("skb:kfree_skb")) {
+    p += "tracepoint:skb:kfree_skb { @kfree[args->location] = count(); }\n";
+  }
+  if (has("skb:skb_copy_datagram_iovec")) {
+    p += "tracepoint:skb:skb_copy_datagram_iovec {\n"
+         "  @copy_iovec = count();\n"
+         "  @copy_iovec_bytes = sum(args->len);\n"
+         "}\n";
+  }
+  if (has("kmem:kmalloc")) {
+    p += "tracepoint:kmem:kmalloc { @kmalloc[kstack(8)] = stats(args->bytes_req); }\n";
+  }
+  if (has("kmem:kmem_cache_alloc") && !skb_caches.empty()) {
+    std::string cond;
+    for (const std::string& c : skb_caches) {
+      cond += (cond.empty() ? "" : " || ") + std::string("$c == \"") + c + "\"";
+    }
+    p += "tracepoint:kmem:kmem_cache_alloc {\n"
+         "  $c = str(args->name);\n"
+         "  if (" +
+         cond +
+         ") {\n"
+         "    @cache[$c, kstack(8)] = stats(args->bytes_req);\n"
+         "  }\n"
+         "}\n";
+  }
+  return p;
+}
+
+std::vector<std::string> skb_cache_names(const fs::path& slab_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(slab_dir, ec)) {
+    return {"skbuff_head_cache", "skbuff_fclone_cache", "skbuff_small_head"};
+  }
+  std::map<std::string, std::vector<std::string>> by_target;  // merged cache -> its names
+  std::vector<std::string> skb;
+  for (const auto& e : fs::directory_iterator(slab_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string target =
+        e.is_symlink(ec) ? fs::read_symlink(e.path(), ec).filename().string() : name;
+    by_target[target].push_back(name);
+    if (name.rfind("skbuff_", 0) == 0 && name != "skbuff_ext_cache") {
+      skb.push_back(target);
+    }
+  }
+  for (const std::string& target : skb) {
+    for (const std::string& n : by_target[target]) {
+      if (n.empty() || n[0] == ':' || n.find('"') != std::string::npos ||
+          n.find('\\') != std::string::npos) {
+        continue;  // ":0000512" is sysfs's id, not a name; quotes would break the program
+      }
+      out.push_back(n);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Kallsyms Kallsyms::load() {
+  std::ifstream in("/proc/kallsyms");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return parse(s.str());
+}
+
+Kallsyms Kallsyms::parse(const std::string& text) {
+  Kallsyms k;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string addr;
+    std::string type;
+    std::string name;
+    if (!(f >> addr >> type >> name) || type.size() != 1) {
+      continue;
+    }
+    const char t = type[0];
+    if (t != 't' && t != 'T' && t != 'w' && t != 'W') {
+      continue;
+    }
+    const std::uint64_t a = parse_address(addr.rfind("0x", 0) == 0 ? addr : "0x" + addr);
+    if (a != 0) {
+      k.syms_.emplace_back(a, name);
+    }
+  }
+  std::sort(k.syms_.begin(), k.syms_.end());
+  return k;
+}
+
+std::string Kallsyms::name_of(std::uint64_t addr) const {
+  auto it = std::upper_bound(syms_.begin(), syms_.end(), addr,
+                             [](std::uint64_t a, const auto& s) { return a < s.first; });
+  if (it == syms_.begin()) {
+    std::ostringstream s;
+    s << "0x" << std::hex << addr;
+    return s.str();
+  }
+  return std::prev(it)->second;
+}
+
+std::string frame_function(const std::string& frame) {
+  const auto b = frame.find_first_not_of(" \t");
+  if (b == std::string::npos) {
+    return "";
+  }
+  const auto e = frame.find_first_of("+ \t\r", b);
+  return frame.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+
+namespace {
+
+// Accumulates the maps of one bpftrace output into TraceCounts.
+class TraceReader {
+ public:
+  explicit TraceReader(const Kallsyms& syms) : syms_(syms) {}
+
+  void map(const std::string& name, const nlohmann::json& value) {
+    if (!value.is_object()) {  // a map without keys: @copy_iovec
+      if (name == "@copy_iovec") {
+        t_.copy_datagram_iovec = as_u64(value);
+      } else if (name == "@copy_iovec_bytes") {
+        t_.copy_datagram_iovec_bytes = as_u64(value);
+      }
+      return;
+    }
+    for (const auto& [key, v] : value.items()) {
+      entry(name, key, v);
+    }
+  }
+
+  TraceCounts finish() {
+    for (auto& [k, a] : sites_) {
+      t_.alloc_sites.push_back(a);
+    }
+    std::stable_sort(t_.alloc_sites.begin(), t_.alloc_sites.end(),
+                     [](const AllocSite& a, const AllocSite& b) { return a.count > b.count; });
+    return std::move(t_);
+  }
+
+ private:
+  void entry(const std::string& name, const std::string& key, const nlohmann::json& v) {
+    const auto [k1, k2] = split_key(key);
+    if (name == "@xmit" || name == "@rx") {
+      const int summed = k2.empty() ? -1 : std::atoi(k2.c_str());
+      DeviceCounts& d = t_.devices[k1];
+      (name == "@xmit" ? d.xmit_ip_summed : d.rx_ip_summed)[summed] += as_u64(v);
+      (name == "@xmit" ? d.xmit_skbs : d.rx_skbs) += as_u64(v);
+    } else if (std::uint64_t* field = device_field(name, k1)) {
+      *field = as_u64(v);
+    } else if (name == "@consume" || name == "@kfree") {
+      const std::string site = syms_.name_of(parse_address(k1));
+      const bool consume = name == "@consume";
+      (consume ? t_.consume_skb : t_.kfree_skb) += as_u64(v);
+      (consume ? t_.consume_skb_sites : t_.kfree_skb_sites)[site] += as_u64(v);
+    } else if (name == "@kmalloc") {
+      alloc("kmalloc", key, stats_of(v));
+    } else if (name == "@cache") {
+      alloc(k1, k2, stats_of(v));
+    }
+  }
+
+  std::uint64_t* device_field(const std::string& name, const std::string& dev) {
+    static const std::map<std::string, std::uint64_t DeviceCounts::*> fields = {
+        {"@xmit_len", &DeviceCounts::xmit_len_bytes},
+        {"@xmit_data_len", &DeviceCounts::xmit_data_len_bytes},
+        {"@xmit_segs", &DeviceCounts::xmit_segments},
+        {"@xmit_gso", &DeviceCounts::xmit_gso_skbs},
+        {"@rx_len", &DeviceCounts::rx_len_bytes},
+        {"@rx_data_len", &DeviceCounts::rx_data_len_bytes},
+        {"@rx_gso", &DeviceCounts::rx_gso_skbs},
+    };
+    const auto it = fields.find(name);
+    return it == fields.end() ? nullptr : &(t_.devices[dev].*(it->second));
+  }
+
+  void alloc(const std::string& cache, const std::string& stack, Stats s) {
+    ++t_.distinct_stacks;
+    const std::vector<std::string> fns = stack_functions(stack);
+    const auto on_stack = [&fns](const char* f) {
+      return std::find(fns.begin(), fns.end(), f) != fns.end();
+    };
+    if (on_stack("pskb_expand_head")) {
+      t_.expand_head_allocs += s.count;
+      t_.expand_head_bytes += s.total;
+    }
+    const auto below = std::find_if_not(fns.begin(), fns.end(), is_slab_frame);
+    if (cache != "kmalloc") {
+      t_.slab_cache_allocs[cache] += s.count;
+      if (below != fns.end() && allocates_sk_buff(*below)) {
+        t_.sk_buff_allocs += s.count;
+        if (on_stack("skb_segment")) {
+          t_.segment_outputs += s.count;
+        }
+      }
+    }
+    const auto caller = std::find_if_not(fns.begin(), fns.end(), is_allocator);
+    const std::string site = caller == fns.end() ? "?" : *caller;
+    AllocSite& a = sites_[{site, cache}];
+    a.site = site;
+    a.cache = cache;
+    a.count += s.count;
+    a.bytes += s.total;
+  }
+
+  const Kallsyms& syms_;
+  TraceCounts t_;
+  std::map<std::pair<std::string, std::string>, AllocSite> sites_;
+};
+
+}  // namespace
+
+TraceCounts parse_bpftrace_output(const std::string& text, const Kallsyms& syms) {
+  TraceReader reader(syms);
+  std::istringstream in(text);
+  std::string line;
+  std::size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) {
+      continue;
+    }
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      throw MeasureError("bpftrace output line " + std::to_string(line_no) +
+                         ": expected a JSON object, got " + line.substr(0, 80));
+    }
+    const std::string type = j.value("type", "");
+    if ((type != "map" && type != "stats") || !j.contains("data") || !j["data"].is_object()) {
+      continue;
+    }
+    for (const auto& [name, value] : j["data"].items()) {
+      reader.map(name, value);
+    }
+  }
+  return reader.finish();
+}
+
+}  // namespace skbsim::sim::measure

@@ -1,0 +1,135 @@
+#pragma once
+// measure_trace.hpp — per-segment event counts from kernel tracepoints, through bpftrace: the
+// only tracing this machine class allows (no kprobes, no function tracer; tracepoints and BTF are
+// there). One bpftrace process runs for a traced run; on SIGINT it prints its maps as JSON lines
+// (`bpftrace -f json`), which parse_bpftrace_output() reads.
+//
+// What is counted (docs/measure.md has the table):
+//   net:net_dev_start_xmit  per device (our "skbm-*" ones): skbs, by ip_summed, wire segments
+//                           (gso_segs), GSO skbs, len and data_len;
+//   net:netif_rx_entry      per device: skbs, by ip_summed, GSO skbs, len and data_len;
+//   skb:consume_skb, skb:kfree_skb   by call site (system-wide);
+//   skb:skb_copy_datagram_iovec      calls and bytes (system-wide);
+//   kmem:kmalloc, kmem:kmem_cache_alloc (skbuff caches)   with a kernel stack of 8 frames, so
+//                           an allocation is attributed to pskb_expand_head or skb_segment when
+//                           either is on its stack (system-wide).
+// System-wide counts include whatever else the machine did meanwhile; at the rates of a stream
+// that is small, but it is why the run description records the machine's background load.
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace skbsim::sim::measure {
+
+// Makes tracefs visible for the lifetime of the object: uses /sys/kernel/tracing or
+// /sys/kernel/debug/tracing if mounted, else mounts tracefs at /sys/kernel/tracing and unmounts
+// it on destruction. Never throws; available() false with reason() when it cannot.
+class Tracefs {
+ public:
+  Tracefs();
+  Tracefs(const Tracefs&) = delete;
+  Tracefs& operator=(const Tracefs&) = delete;
+  ~Tracefs();
+  bool available() const { return !root_.empty(); }
+  const std::string& reason() const { return reason_; }
+  bool mounted_by_us() const { return mounted_; }
+  const std::filesystem::path& root() const { return root_; }
+  // "net:net_dev_start_xmit" -> whether events/net/net_dev_start_xmit exists.
+  bool has(const std::string& tracepoint) const;
+
+ private:
+  std::filesystem::path root_;
+  std::string reason_;
+  bool mounted_ = false;
+};
+
+// The tracepoints the program uses, "category:name".
+const std::vector<std::string>& wanted_tracepoints();
+
+// The slab cache names an sk_buff or its small head can be allocated from, as the kmem
+// tracepoints name them: skbuff_head_cache, skbuff_fclone_cache, skbuff_small_head and, when SLUB
+// merged one of them with other caches (/sys/kernel/slab/skbuff_fclone_cache -> :0000512), every
+// name of the merged cache, since the tracepoint reports the merged cache's own name.
+std::vector<std::string> skb_cache_names(
+    const std::filesystem::path& slab_dir = "/sys/kernel/slab");
+
+// The bpftrace program over `present` (a subset of wanted_tracepoints()); devices are those
+// whose name starts with `device_prefix`; slab allocations are traced from `skb_caches`.
+std::string bpftrace_program(const std::vector<std::string>& present,
+                             const std::string& device_prefix,
+                             const std::vector<std::string>& skb_caches);
+
+// Kernel text symbols from /proc/kallsyms, to name the call sites bpftrace reports as addresses.
+class Kallsyms {
+ public:
+  static Kallsyms load();                          // empty when unreadable
+  static Kallsyms parse(const std::string& text);  // /proc/kallsyms text
+  // "ip_forward" for an address inside it; "0x..." when unknown.
+  std::string name_of(std::uint64_t addr) const;
+
+ private:
+  std::vector<std::pair<std::uint64_t, std::string>> syms_;  // sorted by address
+};
+
+struct DeviceCounts {
+  std::uint64_t xmit_skbs = 0;
+  std::uint64_t xmit_segments = 0;  // sum of max(gso_segs, 1)
+  std::uint64_t xmit_gso_skbs = 0;  // gso_size > 0
+  std::uint64_t xmit_len_bytes = 0;
+  std::uint64_t xmit_data_len_bytes = 0;
+  std::map<int, std::uint64_t> xmit_ip_summed;  // CHECKSUM_NONE 0 ... CHECKSUM_PARTIAL 3
+  std::uint64_t rx_skbs = 0;
+  std::uint64_t rx_gso_skbs = 0;
+  std::uint64_t rx_len_bytes = 0;
+  std::uint64_t rx_data_len_bytes = 0;
+  std::map<int, std::uint64_t> rx_ip_summed;
+};
+
+struct AllocSite {
+  std::string site;   // first frame that is not an allocator: "skb_segment", "ip_forward"...
+  std::string cache;  // "kmalloc" or the slab cache ("skbuff_head_cache", ...)
+  std::uint64_t count = 0;
+  std::uint64_t bytes = 0;  // bytes_req
+};
+
+struct TraceCounts {
+  std::map<std::string, DeviceCounts> devices;  // by interface name
+  std::uint64_t consume_skb = 0;
+  std::uint64_t kfree_skb = 0;
+  std::map<std::string, std::uint64_t> consume_skb_sites;  // by the caller's symbol
+  std::map<std::string, std::uint64_t> kfree_skb_sites;
+  std::uint64_t copy_datagram_iovec = 0;
+  std::uint64_t copy_datagram_iovec_bytes = 0;
+  // Allocations with pskb_expand_head on the stack (its new head: one per call), struct sk_buff
+  // allocations (the slab allocator called from __alloc_skb, skb_clone, build_skb...), those of
+  // them with skb_segment on the stack (one per output segment), and the slab caches' counts.
+  std::uint64_t expand_head_allocs = 0;
+  std::uint64_t expand_head_bytes = 0;
+  std::uint64_t sk_buff_allocs = 0;
+  std::uint64_t segment_outputs = 0;
+  std::map<std::string, std::uint64_t> slab_cache_allocs;
+  std::vector<AllocSite> alloc_sites;  // sorted, most first
+  std::size_t distinct_stacks = 0;
+};
+
+// Parses `bpftrace -f json` output (one JSON object per line). Throws MeasureError on a line that
+// is not JSON.
+TraceCounts parse_bpftrace_output(const std::string& text, const Kallsyms& syms);
+
+// "__alloc_skb+377" -> "__alloc_skb".
+std::string frame_function(const std::string& frame);
+
+// skb->ip_summed: CHECKSUM_NONE 0, CHECKSUM_UNNECESSARY 1, CHECKSUM_COMPLETE 2, CHECKSUM_PARTIAL 3.
+inline constexpr std::array<const char*, 4> kIpSummedNames = {"none", "unnecessary", "complete",
+                                                              "partial"};
+// "partial" for 3; the number itself for a state this list does not have.
+inline std::string ip_summed_name(int state) {
+  return state >= 0 && state < 4 ? kIpSummedNames[static_cast<std::size_t>(state)]
+                                 : std::to_string(state);
+}
+
+}  // namespace skbsim::sim::measure
