@@ -1,0 +1,582 @@
+// skbsim measure (sim/measure*.cpp): the parsers and the report writers on fixtures, the flags,
+// and — as root, with network namespaces and iperf3 — a smoke run and interrupted runs, after
+// which no namespace, veth, iperf3 or bpftrace of the run may be left.
+//
+// The machine-dependent tests skip, with the reason, when not root, when a tool is missing or when
+// `ip netns add` is refused. CTest runs them with the label `measure`, one at a time.
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/measure_host.hpp"
+#include "sim/measure_net.hpp"
+#include "sim/measure_process.hpp"
+#include "sim/measure_report.hpp"
+#include "sim/measure_trace.hpp"
+#include "sim/scenario.hpp"
+
+#include "tests/support/process.hpp"
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;  // NOLINT(readability-identifier-naming): POSIX
+
+namespace skbsim::sim::measure {
+namespace {
+
+namespace fs = std::filesystem;
+using skbsim::testing::slurp;
+using skbsim::testing::TempDir;
+using std::chrono::milliseconds;
+
+const fs::path kSource = SKBSIM_SOURCE_DIR;
+
+// ---- /proc/stat, /proc/net/snmp, /proc/cpuinfo, statistics --------------------------------------
+
+constexpr const char* kStat0 =
+    "cpu  100 0 50 1000 10 5 20 0 0 0\n"
+    "cpu0 50 0 25 500 5 2 10 0 0 0\n"
+    "cpu1 50 0 25 500 5 3 10 0 0 0\n"
+    "intr 12345\nctxt 999\n";
+constexpr const char* kStat1 =
+    "cpu  160 0 80 1050 10 5 40 10 0 0\n"
+    "cpu0 80 0 40 525 5 2 20 5 0 0\n"
+    "cpu1 80 0 40 525 5 3 20 5 0 0\n";
+
+TEST(MeasureHost, ProcStatAggregateLineAndCpuCount) {
+  const CpuTicks t = parse_proc_stat(kStat0);
+  EXPECT_EQ(t.cpus, 2U);
+  EXPECT_EQ(t.v[0], 100U);
+  EXPECT_EQ(t.v[3], 1000U);
+  EXPECT_EQ(t.v[6], 20U);
+  EXPECT_THROW((void)parse_proc_stat("intr 1\n"), MeasureError);
+}
+
+TEST(MeasureHost, NonIdleIsWallTimeLessIdleIowaitAndSteal) {
+  // 2 CPUs x 1 s = 2e6 us; idle +50 ticks, steal +10 ticks at 100 Hz = 600000 us not busy.
+  const CpuUsage u = cpu_usage(parse_proc_stat(kStat0), parse_proc_stat(kStat1), 1.0, 100);
+  EXPECT_DOUBLE_EQ(u.non_idle_us, 1.4e6);
+  EXPECT_DOUBLE_EQ(u.non_idle_pct, 70.0);
+  // Tick-sampled: user 60 + system 30 + softirq 20 = 110 busy of 170 ticks.
+  EXPECT_DOUBLE_EQ(u.ticks_busy_us, 1.1e6);
+  EXPECT_NEAR(u.ticks_busy_pct, 100.0 * 110 / 170, 1e-9);
+  EXPECT_NEAR(u.steal_pct, 100.0 * 10 / 170, 1e-9);
+  EXPECT_EQ(u.tick_deltas.at("softirq"), 20U);
+}
+
+TEST(MeasureHost, SnmpTcpCounters) {
+  const std::string snmp =
+      "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
+      "Tcp: RtoAlgorithm RtoMin OutSegs RetransSegs\nTcp: 1 200 123456 7\n"
+      "Udp: InDatagrams\nUdp: 5\n";
+  const auto tcp = parse_snmp_tcp(snmp);
+  EXPECT_EQ(tcp.at("OutSegs"), 123456);
+  EXPECT_EQ(tcp.at("RetransSegs"), 7);
+  EXPECT_THROW((void)parse_snmp_tcp("Udp: a\nUdp: 1\n"), MeasureError);
+}
+
+TEST(MeasureHost, SpreadIsMedianMinMaxAndMedianAbsoluteDeviation) {
+  const Spread s = spread({3, 1, 100, 2, 4});
+  EXPECT_EQ(s.n, 5U);
+  EXPECT_EQ(s.median, 3);
+  EXPECT_EQ(s.min, 1);
+  EXPECT_EQ(s.max, 100);
+  EXPECT_EQ(s.mad, 1);  // deviations 2 1 0 1 97
+  EXPECT_EQ(spread({1, 2}).median, 1.5);
+}
+
+TEST(MeasureHost, CpuinfoAndVirtualisation) {
+  Machine m;
+  parse_cpuinfo(
+      "processor\t: 0\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2096.028\nflags\t\t: fpu hypervisor "
+      "lm\n\nprocessor\t: 1\nmodel name\t: other\n",
+      m);
+  EXPECT_EQ(m.cpu_model, "AMD EPYC");
+  EXPECT_DOUBLE_EQ(*m.cpu_mhz, 2096.028);
+  EXPECT_TRUE(m.hypervisor_flag);
+  EXPECT_EQ(m.virtualisation(), "hypervisor");
+  m.systemd_detect_vm = "kvm";
+  m.systemd_detect_container = "docker";
+  EXPECT_EQ(m.virtualisation(), "kvm+docker");
+  m.kernel_hypervisor =
+      hypervisor_from_kernel_log("[    0.0] x\n[    0.0] Hypervisor detected: PVM\n");
+  EXPECT_EQ(m.virtualisation(), "PVM+docker");
+}
+
+// ---- networks and features ----------------------------------------------------------------------
+
+TEST(MeasureNet, PlansNameEachPeerAndStayOffTheRootNamespace) {
+  for (Topology t : {Topology::kDirect, Topology::kForward, Topology::kBridge}) {
+    SCOPED_TRACE(std::string(topology_name(t)));
+    const NetPlan p = plan_for(t);
+    for (const PlanDevice& d : p.devices) {
+      EXPECT_EQ(d.ifname.rfind("skbm-", 0), 0U);
+      EXPECT_LE(d.ifname.size(), 15U);  // IFNAMSIZ - 1
+      if (d.veth) {
+        EXPECT_EQ(p.device(d.peer).peer, d.ifname);
+      }
+      EXPECT_NE(std::find(p.namespaces.begin(), p.namespaces.end(), d.ns), p.namespaces.end());
+    }
+  }
+  EXPECT_EQ(plan_for(Topology::kDirect).devices.size(), 2U);
+  EXPECT_TRUE(plan_for(Topology::kForward).ip_forward);
+  EXPECT_FALSE(plan_for(Topology::kBridge).ip_forward);
+  EXPECT_EQ(plan_for(Topology::kBridge).device("skbm-hc").master, "skbm-br0");
+  EXPECT_EQ(namespace_name(42, Role::kHost), "skbsim-42-host");
+}
+
+TEST(MeasureNet, VariantsAndTheirNames) {
+  for (std::string_view n : {"on", "off", "tso-off", "sg-off", "csum-off"}) {
+    EXPECT_EQ(variant_name(*variant_from_name(n)), n);
+  }
+  EXPECT_FALSE(variant_from_name("Off"));
+  EXPECT_TRUE(variant_ethtool_args(Variant::kOn).empty());
+  EXPECT_EQ(variant_ethtool_args(Variant::kOff),
+            (std::vector<std::string>{"tx", "off", "rx", "off", "sg", "off", "tso", "off", "gso",
+                                      "off", "gro", "off"}));
+}
+
+TEST(MeasureNet, EthtoolFeaturesBecomeTheScenarioFeatureNames) {
+  const auto f = parse_ethtool_features(
+      "Features for skbm-c0:\nrx-checksumming: on\ntx-checksumming: on\n"
+      "\ttx-checksum-ipv4: off [fixed]\n\ttx-checksum-ip-generic: on\n"
+      "scatter-gather: off\n\ttx-scatter-gather: off [requested on]\n"
+      "\ttx-scatter-gather-fraglist: on\ntcp-segmentation-offload: off\n"
+      "\ttx-tcp-segmentation: off\ngeneric-receive-offload: off\nhighdma: on\n");
+  EXPECT_TRUE(f.at("rx-checksumming"));
+  EXPECT_FALSE(f.at("tx-checksum-ipv4"));
+  EXPECT_FALSE(f.at("tx-scatter-gather"));
+  EXPECT_EQ(netif_features(f),
+            (std::vector<std::string>{"NETIF_F_HW_CSUM", "NETIF_F_HIGHDMA", "NETIF_F_FRAGLIST",
+                                      "NETIF_F_RXCSUM", "NETIF_F_LLTX"}));
+}
+
+// ---- tracing ------------------------------------------------------------------------------------
+
+TEST(MeasureTrace, ProgramHasOnlyThePresentTracepoints) {
+  const std::string p = bpftrace_program({"net:net_dev_start_xmit", "kmem:kmem_cache_alloc"},
+                                         "skbm-", {"skbuff_head_cache", "pool_workqueue"});
+  EXPECT_NE(p.find("tracepoint:net:net_dev_start_xmit /strncmp(str(args->name), \"skbm-\", 5)"),
+            std::string::npos);
+  EXPECT_NE(p.find("$c == \"skbuff_head_cache\" || $c == \"pool_workqueue\""), std::string::npos);
+  EXPECT_EQ(p.find("netif_rx_entry"), std::string::npos);
+  EXPECT_EQ(p.find("kmem:kmalloc "), std::string::npos);
+}
+
+TEST(MeasureTrace, SkbCacheNamesFollowSlabMerging) {
+  TempDir tmp;
+  const fs::path slab = tmp.path() / "slab";
+  fs::create_directories(slab / ":0000512");
+  fs::create_directories(slab / "skbuff_head_cache");
+  fs::create_directories(slab / "kmalloc-64");
+  fs::create_directory_symlink(":0000512", slab / "skbuff_fclone_cache");
+  fs::create_directory_symlink(":0000512", slab / "pool_workqueue");
+  fs::create_directory_symlink(":0000192", slab / "skbuff_ext_cache");
+  EXPECT_EQ(
+      skb_cache_names(slab),
+      (std::vector<std::string>{"pool_workqueue", "skbuff_fclone_cache", "skbuff_head_cache"}));
+}
+
+TEST(MeasureTrace, KallsymsNamesAnAddressInsideAFunction) {
+  const Kallsyms k = Kallsyms::parse(
+      "ffffffff81000000 T _stext\nffffffff81e9f000 T ip_forward\nffffffff81e9f800 t "
+      "ip_forward_finish\nffffffff82000000 D some_data\n");
+  EXPECT_EQ(k.name_of(0xffffffff81e9f123ULL), "ip_forward");
+  EXPECT_EQ(k.name_of(0xffffffff81e9f800ULL), "ip_forward_finish");
+  EXPECT_EQ(k.name_of(0x10), "0x10");
+}
+
+TEST(MeasureTrace, BpftraceJsonBecomesCounts) {
+  const Kallsyms k = Kallsyms::parse("ffffffff81000000 T consume_caller\n");
+  const std::string out = R"({"type": "attached_probes", "data": {"probes": 7}}
+
+{"type": "map", "data": {"@consume": {"0xffffffff81000010": 5, "0xffffffff81000020": 2}}}
+{"type": "map", "data": {"@copy_iovec": 40}}
+{"type": "map", "data": {"@copy_iovec_bytes": 57920}}
+{"type": "stats", "data": {"@cache": {"skbuff_head_cache,\n    kmem_cache_alloc_node_noprof+513\n    __alloc_skb+377\n    skb_segment+1000\n    tcp_gso_segment+1\n": {"count": 30, "average": 232, "total": 6960}, "skbuff_small_head,\n    kmem_cache_alloc_node_noprof+513\n    kmalloc_reserve+158\n    __alloc_skb+134\n    skb_segment+1000\n": {"count": 30, "average": 640, "total": 19200}}}}
+{"type": "stats", "data": {"@kmalloc": {"\n    __kmalloc_node_track_caller_noprof+607\n    pskb_expand_head+200\n    ip_forward+300\n": {"count": 4, "average": 1024, "total": 4096}}}}
+{"type": "map", "data": {"@xmit": {"skbm-c0,3": 10, "skbm-c0,0": 1}}}
+{"type": "map", "data": {"@xmit_segs": {"skbm-c0": 40}}}
+{"type": "map", "data": {"@xmit_len": {"skbm-c0": 600000}}}
+)";
+  const TraceCounts c = parse_bpftrace_output(out, k);
+  EXPECT_EQ(c.consume_skb, 7U);
+  EXPECT_EQ(c.consume_skb_sites.at("consume_caller"), 7U);
+  EXPECT_EQ(c.copy_datagram_iovec, 40U);
+  EXPECT_EQ(c.copy_datagram_iovec_bytes, 57920U);
+  EXPECT_EQ(c.segment_outputs, 30U);  // the sk_buffs, not their heads
+  EXPECT_EQ(c.sk_buff_allocs, 30U);
+  EXPECT_EQ(c.expand_head_allocs, 4U);
+  EXPECT_EQ(c.expand_head_bytes, 4096U);
+  EXPECT_EQ(c.devices.at("skbm-c0").xmit_skbs, 11U);
+  EXPECT_EQ(c.devices.at("skbm-c0").xmit_ip_summed.at(3), 10U);
+  EXPECT_EQ(c.devices.at("skbm-c0").xmit_segments, 40U);
+  EXPECT_EQ(c.alloc_sites.front().site, "skb_segment");
+  EXPECT_THROW((void)parse_bpftrace_output("{not json\n", k), MeasureError);
+}
+
+// ---- the files written --------------------------------------------------------------------------
+
+ConfigResult sample_result(Topology t) {
+  ConfigResult r;
+  r.config = {t, Variant::kOff, std::nullopt};
+  r.date = "2025-01-01T00:00:00Z";
+  for (double tput : {900.0, 1000.0, 1100.0}) {
+    RunFigures f;
+    f.wall_s = 2;
+    f.bytes_received = static_cast<std::uint64_t>(tput * 1e6 / 8 * 2);
+    f.throughput_mbps = tput;
+    f.mss = 1448;
+    f.cpu.non_idle_pct = 50;
+    f.cpu.cpus = 2;
+    f.service_demand_us_per_kb = tput / 1000;
+    f.client_out_segs = 1000;
+    r.runs.push_back(f);
+  }
+  for (const PlanDevice& d : plan_for(t).devices) {
+    if (d.veth) {
+      r.features[d.ifname] = {{"highdma", true}, {"tx-scatter-gather", false}};
+    }
+  }
+  r.sysctls["client/net.ipv4.tcp_wmem"] = "4096 16384 4194304";
+  r.sysctls["server/net.ipv4.tcp_rmem"] = "4096 131072 33554432";
+  TraceCounts c;
+  c.expand_head_allocs = 500;
+  c.devices["skbm-c0"].xmit_skbs = 1000;
+  c.devices["skbm-c0"].xmit_ip_summed[0] = 1000;
+  RunFigures traced = r.runs.front();
+  r.trace.status = "ok";
+  r.trace.run = traced;
+  r.trace.counts = c;
+  return r;
+}
+
+MeasureContext sample_context() {
+  MeasureContext ctx;
+  ctx.machine.kernel = "6.1.0";
+  ctx.machine.arch = "x86_64";
+  ctx.machine.cpu_model = "Test CPU";
+  ctx.machine.cpus = 2;
+  ctx.duration_s = 2;
+  ctx.runs = 3;
+  ctx.client_cpu = 0;
+  ctx.server_cpu = 1;
+  return ctx;
+}
+
+TEST(MeasureReport, MeasurementFileHasMediansSpreadAndPerSegmentCounts) {
+  const nlohmann::ordered_json j =
+      measurement_json(sample_context(), sample_result(Topology::kForward));
+  EXPECT_EQ(j["kind"], "skbsim-measurement");
+  EXPECT_EQ(j["configuration"]["name"], "forward-off-unlimited");
+  EXPECT_EQ(j["runs"].size(), 3U);
+  EXPECT_EQ(j["summary"]["throughput_mbps"]["median"], 1000.0);
+  EXPECT_EQ(j["summary"]["throughput_mbps"]["mad"], 100.0);
+  EXPECT_EQ(j["summary"]["service_demand_us_per_kb"]["min"], 0.9);
+  const auto& ps = j["trace"]["per_segment"];
+  EXPECT_EQ(ps["segments"], 1000);
+  EXPECT_EQ(ps["counters"]["pskb_expand_head_calls"], 0.5);
+  EXPECT_EQ(ps["devices"]["M/c0"]["xmit_ip_summed_none"], 1.0);
+  EXPECT_EQ(j["trace"]["derived"]["forwarded_skbs"], 0);
+}
+
+// The scenario written for direct and forward is one `skbsim validate` accepts (bridge needs the
+// model's bridge device kind).
+TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
+  TempDir tmp;
+  for (Topology t : {Topology::kDirect, Topology::kForward}) {
+    SCOPED_TRACE(std::string(topology_name(t)));
+    const ConfigResult r = sample_result(t);
+    const fs::path piece =
+        kSource / "scenarios/shared" / ("measure-" + std::string(topology_name(t)) + ".json");
+    const auto doc = scenario_json(sample_context(), r, piece.string(), "measurements/x.json");
+    EXPECT_EQ(doc["reference"]["throughput_mbps"], 1000.0);
+    EXPECT_EQ(doc["reference"]["tolerance_pct"], 20);
+    EXPECT_EQ(doc["traffic"]["flows"][0]["rcvbuf"], 33554432);
+    const fs::path file = tmp.path() / (std::string(topology_name(t)) + ".json");
+    std::ofstream(file) << doc.dump(2);
+    const Scenario s = load_scenario(file.string());
+    ASSERT_TRUE(s.reference.has_value());
+    EXPECT_EQ(*s.reference->service_demand_us_per_kb, 1.0);
+    ASSERT_TRUE(s.reference->per_segment.has_value());
+    EXPECT_EQ(s.reference->per_segment->devices.at("M/c0").at("xmit_skbs"), 1.0);
+  }
+}
+
+TEST(MeasureReport, AFixedRateReferenceHasOnlyTheServiceDemand) {
+  ConfigResult r = sample_result(Topology::kDirect);
+  r.config.rate_mbps = 1000;
+  EXPECT_EQ(r.config.name(), "direct-off-1000mbps");
+  const auto doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
+  EXPECT_FALSE(doc["reference"].contains("throughput_mbps"));
+  EXPECT_FALSE(doc["reference"].contains("cpu_util_pct"));
+  EXPECT_TRUE(doc["reference"].contains("service_demand_us_per_kb"));
+}
+
+// ---- the command line, bad flags ----------------------------------------------------------------
+
+TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
+  TempDir tmp;
+  const fs::path out = tmp.path() / "out";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--topology", "ring"}, "--topology: expected direct, forward or bridge, got \"ring\""},
+      {{"--variant", "on,fast"},
+       "--variant: expected on, off, tso-off, sg-off or csum-off, got \"fast\""},
+      {{"--rate", "10G"}, "--rate: expected \"unlimited\" or Mbit/s in [1, 1000000], got \"10G\""},
+      {{"--runs", "0"}, "--runs: expected an integer in [1, 1000], got \"0\""},
+      {{"--duration", "0.5"}, "--duration: expected an integer in [1, 3600], got \"0.5\""},
+      {{"--trace", "maybe"}, "--trace: expected auto, on or off, got \"maybe\""},
+      {{"--shared", (tmp.path() / "none").string()},
+       "--shared: expected " + (tmp.path() / "none" / "measure-direct.json").string() +
+           " (the shared piece the scenarios extend), got no such file"},
+  };
+  std::vector<std::vector<std::string>> argvs;
+  for (const auto& [flags, line] : cases) {
+    std::vector<std::string> a = {"measure", "--smoke", "--out", out.string()};
+    a.insert(a.end(), flags.begin(), flags.end());
+    argvs.push_back(a);
+  }
+  const auto runs = skbsim::testing::run_batch(SKBSIM_BINARY, kSource, argvs);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].second);
+    EXPECT_EQ(runs[i].exit_code, 2);
+    EXPECT_EQ(runs[i].out, "");
+    EXPECT_EQ(runs[i].err, cases[i].second + "\n");
+  }
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out.string() + ".partial"));
+}
+
+// ---- on the machine: root, network namespaces, iperf3
+// ---------------------------------------------
+
+// Why this machine cannot run a measurement, or "" when it can.
+std::string why_not_measurable() {
+  if (::geteuid() != 0) {
+    return "needs root (network namespaces, ethtool)";
+  }
+  for (const char* tool : {"ip", "ss", "ethtool", "sysctl", "iperf3"}) {
+    if (find_program(tool).empty()) {
+      return std::string(tool) + " is not installed (scripts/setup.sh installs it)";
+    }
+  }
+  ScratchDir scratch;
+  const std::string ip = find_program("ip");
+  const std::string probe = "skbsim-test-" + std::to_string(::getpid());
+  const Completed c = run({ip, "netns", "add", probe}, scratch);
+  if (c.exit_code != 0) {
+    return "cannot create network namespaces: " + c.err;
+  }
+  (void)run({ip, "netns", "del", probe}, scratch);
+  return "";
+}
+
+#define SKIP_UNLESS_MEASURABLE()                  \
+  do {                                            \
+    const std::string why = why_not_measurable(); \
+    if (!why.empty()) {                           \
+      GTEST_SKIP() << "skbsim measure: " << why;  \
+    }                                             \
+  } while (false)
+
+// A running `skbsim measure`, started without a shell.
+struct Child {
+  pid_t pid = -1;
+  fs::path out;
+  fs::path err;
+};
+
+Child start_skbsim(const std::vector<std::string>& args, const fs::path& dir) {
+  Child c;
+  c.out = dir / "stdout";
+  c.err = dir / "stderr";
+  std::vector<std::string> argv = {SKBSIM_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> p;
+  for (std::string& a : argv) {
+    p.push_back(a.data());
+  }
+  p.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, c.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, c.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  const int rc = posix_spawn(&c.pid, p[0], &fa, nullptr, p.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0);
+  return c;
+}
+
+// The wait status, or nullopt after `timeout` (the child is then killed).
+std::optional<int> wait_child(Child& c, std::chrono::seconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    int st = 0;
+    if (::waitpid(c.pid, &st, WNOHANG) == c.pid) {
+      return st;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ::kill(c.pid, SIGKILL);
+  int st = 0;
+  ::waitpid(c.pid, &st, 0);
+  return std::nullopt;
+}
+
+struct Proc {
+  int pid;
+  std::string comm;
+  std::string cmdline;
+};
+
+// Processes whose environment carries the marker of the skbsim process `pid`.
+std::vector<Proc> marked_processes(pid_t pid) {
+  const std::string marker = std::string(kMarkerVariable) + "=" + std::to_string(pid);
+  std::vector<Proc> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::string env = slurp(e.path() / "environ");
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    if (("\n" + env).find("\n" + marker + "\n") == std::string::npos) {
+      continue;
+    }
+    std::string cmd = slurp(e.path() / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    std::string comm = slurp(e.path() / "comm");
+    while (!comm.empty() && comm.back() == '\n') {
+      comm.pop_back();
+    }
+    out.push_back({std::stoi(name), comm, cmd});
+  }
+  return out;
+}
+
+std::string tracefs_mounts() {
+  std::istringstream in(slurp("/proc/mounts"));
+  std::string line;
+  std::string out;
+  while (std::getline(in, line)) {
+    if (line.find(" tracefs ") != std::string::npos) {
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
+// Nothing of the run `pid` is left: namespaces, veths in the root namespace, processes.
+void expect_nothing_left(pid_t pid) {
+  for (const std::string& n : existing_skbsim_namespaces()) {
+    EXPECT_NE(n.rfind("skbsim-" + std::to_string(pid) + "-", 0), 0U) << "left namespace " << n;
+  }
+  for (const auto& e : fs::directory_iterator("/sys/class/net")) {
+    EXPECT_NE(e.path().filename().string().rfind("skbm-", 0), 0U)
+        << "a veth in the root namespace: " << e.path().filename();
+  }
+  for (const Proc& p : marked_processes(pid)) {
+    ADD_FAILURE() << "left process " << p.pid << " (" << p.comm << "): " << p.cmdline;
+  }
+}
+
+TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
+  SKIP_UNLESS_MEASURABLE();
+  TempDir tmp;
+  const std::string mounts_before = tracefs_mounts();
+  Child c = start_skbsim({"measure", "--smoke", "--out", (tmp.path() / "out").string(), "--shared",
+                          (kSource / "scenarios/shared").string()},
+                         tmp.path());
+  const auto st = wait_child(c, std::chrono::seconds(240));
+  ASSERT_TRUE(st.has_value()) << "no exit within 240 s; stderr: " << slurp(c.err);
+  ASSERT_TRUE(WIFEXITED(*st)) << slurp(c.err);
+  ASSERT_EQ(WEXITSTATUS(*st), 0) << slurp(c.err);
+  expect_nothing_left(c.pid);
+  EXPECT_EQ(tracefs_mounts(), mounts_before);
+
+  const fs::path out = tmp.path() / "out";
+  const auto m = nlohmann::json::parse(slurp(out / "measurements/direct-on-unlimited.json"));
+  ASSERT_EQ(m["runs"].size(), 1U);
+  EXPECT_GT(m["runs"][0]["throughput_mbps"].get<double>(), 0);
+  EXPECT_GT(m["runs"][0]["cpu"]["non_idle_pct"].get<double>(), 0);
+  EXPECT_LE(m["runs"][0]["cpu"]["non_idle_pct"].get<double>(), 100);
+  EXPECT_GT(m["runs"][0]["service_demand_us_per_kb"].get<double>(), 0);
+  EXPECT_GT(m["runs"][0]["tcp"]["client_out_segs"].get<std::int64_t>(), 0);
+  EXPECT_FALSE(m["machine"]["kernel"].get<std::string>().empty());
+  const std::string trace = m["trace"]["status"];
+  EXPECT_TRUE(trace == "ok" || trace == "unavailable" || trace == "refused") << trace;
+  if (trace != "ok") {
+    EXPECT_FALSE(m["trace"]["reason"].get<std::string>().empty());
+    std::cout << "[ INFO     ] tracing " << trace << ": " << m["trace"]["reason"] << "\n";
+  }
+  const Scenario s = load_scenario((out / "direct-on-unlimited.json").string());
+  ASSERT_TRUE(s.reference.has_value());
+  EXPECT_EQ(s.reference->host, "M");
+  EXPECT_TRUE(fs::exists(out / "summary.txt"));
+}
+
+// Starts a long measurement, waits until `ready` holds for a process of the run, sends `sig`, and
+// checks that the run dies of it having removed everything and written nothing.
+void interrupt_run(const std::string& duration, const std::vector<std::string>& extra,
+                   const std::string& ready_comm, int sig) {
+  TempDir tmp;
+  const std::string mounts_before = tracefs_mounts();
+  std::vector<std::string> args = {"measure",    "--smoke",
+                                   "--duration", duration,
+                                   "--out",      (tmp.path() / "out").string(),
+                                   "--shared",   (kSource / "scenarios/shared").string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Child c = start_skbsim(args, tmp.path());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool ready = false;
+  while (!ready && std::chrono::steady_clock::now() < until) {
+    int st = 0;
+    ASSERT_EQ(::waitpid(c.pid, &st, WNOHANG), 0) << "exited early: " << slurp(c.err);
+    bool client = false;
+    bool wanted = false;
+    for (const Proc& p : marked_processes(c.pid)) {
+      client = client || (p.comm == "iperf3" && p.cmdline.find(" -c ") != std::string::npos);
+      wanted = wanted || p.comm == ready_comm;
+    }
+    ready = client && wanted;
+    if (!ready) {
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  }
+  ASSERT_TRUE(ready) << "never saw the stream running; stderr: " << slurp(c.err);
+  std::this_thread::sleep_for(milliseconds(300));  // mid-stream
+  ::kill(c.pid, sig);
+  const auto st = wait_child(c, std::chrono::seconds(60));
+  ASSERT_TRUE(st.has_value()) << "no exit within 60 s of the signal; stderr: " << slurp(c.err);
+  EXPECT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == sig) << "status " << *st << ": " << slurp(c.err);
+  EXPECT_NE(slurp(c.err).find("interrupted by"), std::string::npos) << slurp(c.err);
+  expect_nothing_left(c.pid);
+  EXPECT_EQ(tracefs_mounts(), mounts_before);
+  EXPECT_FALSE(fs::exists(tmp.path() / "out"));
+  EXPECT_FALSE(fs::exists(tmp.path() / "out.partial"));
+}
+
+TEST(MeasureInterrupted, SigintMidStreamRemovesEverything) {
+  SKIP_UNLESS_MEASURABLE();
+  interrupt_run("60", {"--trace", "off"}, "iperf3", SIGINT);
+}
+
+TEST(MeasureInterrupted, SigtermWhileTracingRemovesEverything) {
+  SKIP_UNLESS_MEASURABLE();
+  if (find_program("bpftrace").empty()) {
+    GTEST_SKIP() << "skbsim measure: bpftrace is not installed (scripts/setup.sh installs it)";
+  }
+  // The traced run follows the one untraced run: 5 s each, signalled once bpftrace and the
+  // iperf3 client run together.
+  interrupt_run("5", {"--trace", "on"}, "bpftrace", SIGTERM);
+}
+
+}  // namespace
+}  // namespace skbsim::sim::measure
