@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what skbsim needs on a Debian 12 machine, as root, and does nothing when all of it is
-# already there. Called by scripts/run.sh and scripts/test.sh; safe to run by hand.
+# already there. Called by scripts/run.sh and scripts/test.sh; safe to run by hand. The last line
+# of packages is for `skbsim measure` (docs/measure.md) and its smoke test (ctest -L measure),
+# which skips, saying why, where they are missing.
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,7 @@ packages=(
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
   gnuplot-nox jq
+  iproute2 procps ethtool iperf3 bpftrace
 )
 
 missing=()
