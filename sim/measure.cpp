@@ -86,6 +86,7 @@ struct Settings {
   int duration_s = 10;
   std::optional<fs::path> out;
   fs::path shared = "scenarios/shared";
+  std::optional<fs::path> preset;  // the scenarios' preset instead of the shared piece's
   TraceMode trace = TraceMode::kAuto;
 };
 
@@ -294,6 +295,13 @@ Settings settings_from(const po::variables_map& vm) {
   s.trace = trace_from(vm);
   if (vm.count("shared") != 0) {
     s.shared = vm["shared"].as<std::string>();
+  }
+  if (vm.count("preset") != 0) {
+    s.preset = vm["preset"].as<std::string>();
+    if (!fs::is_regular_file(*s.preset)) {
+      throw FlagError("--preset",
+                      "expected a cost preset file, got no such file " + s.preset->string());
+    }
   }
   if (vm.count("out") == 0) {
     return s;
@@ -712,6 +720,9 @@ std::string check_scenario(Session& ss, const nlohmann::ordered_json& scenario,
                            const fs::path& shared_piece, const std::string& name) {
   nlohmann::ordered_json copy = scenario;
   copy["extends"] = fs::absolute(shared_piece).string();
+  if (ss.settings.preset) {
+    copy["preset"] = fs::absolute(*ss.settings.preset).string();
+  }
   const fs::path file = ss.scratch.path() / name;
   std::ofstream(file) << copy.dump(2) << "\n";
   try {
@@ -824,6 +835,13 @@ std::string summary_of(const Session& ss, const std::vector<ConfigResult>& resul
   return summary;
 }
 
+// `file` as a path relative to the directory `dir` (which need not exist yet).
+std::string relative_to(const fs::path& file, const fs::path& dir) {
+  return fs::relative(fs::weakly_canonical(fs::absolute(file)),
+                      fs::weakly_canonical(fs::absolute(dir)))
+      .generic_string();
+}
+
 // Writes DIR/<config>.json, DIR/measurements/<config>.json and DIR/summary.txt, all or nothing;
 // adds to `summary` what it found wrong with a scenario and what it wrote.
 void write_outputs(Session& ss, const std::vector<ConfigResult>& results, const fs::path& out,
@@ -832,11 +850,12 @@ void write_outputs(Session& ss, const std::vector<ConfigResult>& results, const 
   for (const ConfigResult& r : results) {
     const std::string name = r.config.name();
     const fs::path piece = shared_piece(ss.settings.shared, r.config.topology);
-    const std::string extends = fs::relative(fs::weakly_canonical(fs::absolute(piece)),
-                                             fs::weakly_canonical(fs::absolute(out)))
-                                    .generic_string();
     const std::string meas_file = "measurements/" + name + ".json";
-    const nlohmann::ordered_json scenario = measure::scenario_json(ss.ctx, r, extends, meas_file);
+    nlohmann::ordered_json scenario =
+        measure::scenario_json(ss.ctx, r, relative_to(piece, out), meas_file);
+    if (ss.settings.preset) {
+      scenario["preset"] = relative_to(*ss.settings.preset, out);
+    }
     const std::string problem = check_scenario(ss, scenario, piece, name + ".json");
     if (!problem.empty()) {
       std::cerr << "skbsim measure: warning: " << name
@@ -888,7 +907,7 @@ int run_measure(const std::vector<std::string>& args) {
   const std::string usage =
       "skbsim measure [--topology direct|forward|bridge ...] [--variant "
       "on|off|tso-off|sg-off|csum-off ...] [--runs N] [--duration S] [--rate MBPS|unlimited ...] "
-      "[--out DIR] [--trace auto|on|off] [--shared DIR] [--smoke]";
+      "[--out DIR] [--trace auto|on|off] [--shared DIR] [--preset FILE] [--smoke]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "topology", po::value<std::vector<std::string>>()->composing()->multitoken(),
@@ -905,8 +924,10 @@ int run_measure(const std::vector<std::string>& args) {
       "auto (trace when possible), on (fail when not), off (default auto)")(
       "shared", po::value<std::string>(),
       "the directory with measure-<topology>.json, the pieces the scenarios extend (default "
-      "scenarios/shared)")("smoke",
-                           "defaults for a quick check: direct, on, 1 run of 1 s, unlimited");
+      "scenarios/shared)")("preset", po::value<std::string>(),
+                           "the cost preset the scenarios name (default: the shared piece's, "
+                           "scenarios/models/modern-2core.json)")(
+      "smoke", "defaults for a quick check: direct, on, 1 run of 1 s, unlimited");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(visible).run(), vm);

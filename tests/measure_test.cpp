@@ -333,6 +333,9 @@ TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
       {{"--runs", "0"}, "--runs: expected an integer in [1, 1000], got \"0\""},
       {{"--duration", "0.5"}, "--duration: expected an integer in [1, 3600], got \"0.5\""},
       {{"--trace", "maybe"}, "--trace: expected auto, on or off, got \"maybe\""},
+      {{"--preset", (tmp.path() / "p.json").string()},
+       "--preset: expected a cost preset file, got no such file " +
+           (tmp.path() / "p.json").string()},
       {{"--shared", (tmp.path() / "none").string()},
        "--shared: expected " + (tmp.path() / "none" / "measure-direct.json").string() +
            " (the shared piece the scenarios extend), got no such file"},
