@@ -668,6 +668,7 @@ void measure_config(Lab& lab, Session& ss, ConfigResult& r) {
     std::cerr << run_line(cfg, "traced run", f);
     r.trace.status = "ok";
     r.trace.slab_caches = ss.skb_caches;
+    r.trace.slab_merges = measure::skb_cache_merges();
     r.trace.run = std::move(f);
     r.trace.counts = std::move(counts);
   } catch (const TraceRefused& e) {

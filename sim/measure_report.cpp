@@ -337,6 +337,13 @@ ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
   if (!t.slab_caches.empty()) {
     tr["slab_caches_traced"] = t.slab_caches;
   }
+  if (!t.slab_merges.empty()) {
+    ojson merges = ojson::object();
+    for (const auto& [k, v] : t.slab_merges) {
+      merges[k] = v;
+    }
+    tr["slab_merged"] = merges;  // "skbuff_fclone_cache" is reported under one of these names
+  }
   if (t.run) {
     tr["run"] = run_json(*t.run);
   }

@@ -60,7 +60,8 @@ struct TraceOutcome {
   std::string reason;          // why not "ok"
   std::vector<std::string> missing_tracepoints;
   std::vector<std::string> slab_caches;  // the kmem_cache names traced (skb_cache_names())
-  std::optional<RunFigures> run;         // the traced run's own figures (not in the medians)
+  std::map<std::string, std::vector<std::string>> slab_merges;  // skb_cache_merges()
+  std::optional<RunFigures> run;  // the traced run's own figures (not in the medians)
   std::optional<TraceCounts> counts;
 };
 

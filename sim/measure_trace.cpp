@@ -230,34 +230,66 @@ std::string bpftrace_program(const std::vector<std::string>& present,
   return p;
 }
 
-std::vector<std::string> skb_cache_names(const fs::path& slab_dir) {
-  std::vector<std::string> out;
+namespace {
+
+// Every cache name in `slab_dir`, grouped by the cache it is (a merged cache's id, ":0000512", or
+// its own name).
+std::map<std::string, std::vector<std::string>> slab_groups(const fs::path& slab_dir) {
+  std::map<std::string, std::vector<std::string>> by_target;
   std::error_code ec;
-  if (!fs::is_directory(slab_dir, ec)) {
-    return {"skbuff_head_cache", "skbuff_fclone_cache", "skbuff_small_head"};
-  }
-  std::map<std::string, std::vector<std::string>> by_target;  // merged cache -> its names
-  std::vector<std::string> skb;
   for (const auto& e : fs::directory_iterator(slab_dir, ec)) {
     const std::string name = e.path().filename().string();
     const std::string target =
         e.is_symlink(ec) ? fs::read_symlink(e.path(), ec).filename().string() : name;
     by_target[target].push_back(name);
-    if (name.rfind("skbuff_", 0) == 0 && name != "skbuff_ext_cache") {
-      skb.push_back(target);
+  }
+  for (auto& [t, names] : by_target) {
+    std::sort(names.begin(), names.end());
+  }
+  return by_target;
+}
+
+bool is_skb_cache(const std::string& name) {
+  return name.rfind("skbuff_", 0) == 0 && name != "skbuff_ext_cache";
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<std::string>> skb_cache_merges(const fs::path& slab_dir) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [target, names] : slab_groups(slab_dir)) {
+    for (const std::string& n : names) {
+      if (!is_skb_cache(n) || names.size() < 2) {
+        continue;
+      }
+      for (const std::string& other : names) {
+        if (other != n && other[0] != ':') {
+          out[n].push_back(other);
+        }
+      }
     }
   }
-  for (const std::string& target : skb) {
-    for (const std::string& n : by_target[target]) {
-      if (n.empty() || n[0] == ':' || n.find('"') != std::string::npos ||
-          n.find('\\') != std::string::npos) {
-        continue;  // ":0000512" is sysfs's id, not a name; quotes would break the program
+  return out;
+}
+
+std::vector<std::string> skb_cache_names(const fs::path& slab_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(slab_dir, ec)) {
+    return {"skbuff_fclone_cache", "skbuff_head_cache", "skbuff_small_head"};
+  }
+  std::vector<std::string> out;
+  for (const auto& [target, names] : slab_groups(slab_dir)) {
+    if (std::none_of(names.begin(), names.end(), is_skb_cache)) {
+      continue;
+    }
+    for (const std::string& n : names) {
+      // ":0000512" is sysfs's id, not a name; a quote or backslash would break the program.
+      if (!n.empty() && n[0] != ':' && n.find_first_of("\"\\") == std::string::npos) {
+        out.push_back(n);
       }
-      out.push_back(n);
     }
   }
   std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

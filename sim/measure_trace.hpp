@@ -56,6 +56,10 @@ const std::vector<std::string>& wanted_tracepoints();
 // name of the merged cache, since the tracepoint reports the merged cache's own name.
 std::vector<std::string> skb_cache_names(
     const std::filesystem::path& slab_dir = "/sys/kernel/slab");
+// The skbuff caches SLUB merged with others: "skbuff_fclone_cache" -> {"pool_workqueue", ...},
+// the names its allocations may be reported under.
+std::map<std::string, std::vector<std::string>> skb_cache_merges(
+    const std::filesystem::path& slab_dir = "/sys/kernel/slab");
 
 // The bpftrace program over `present` (a subset of wanted_tracepoints()); devices are those
 // whose name starts with `device_prefix`; slab allocations are traced from `skb_caches`.

@@ -182,6 +182,9 @@ TEST(MeasureTrace, SkbCacheNamesFollowSlabMerging) {
   EXPECT_EQ(
       skb_cache_names(slab),
       (std::vector<std::string>{"pool_workqueue", "skbuff_fclone_cache", "skbuff_head_cache"}));
+  EXPECT_EQ(skb_cache_merges(slab).at("skbuff_fclone_cache"),
+            std::vector<std::string>{"pool_workqueue"});
+  EXPECT_EQ(skb_cache_merges(slab).count("skbuff_head_cache"), 0U);
 }
 
 TEST(MeasureTrace, KallsymsNamesAnAddressInsideAFunction) {
