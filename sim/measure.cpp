@@ -572,11 +572,21 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   const auto server1 = lab.tcp_counters(Role::kServer);
 
   if (tracer) {
-    tracer->signal(SIGINT);  // bpftrace prints its maps and exits
+    // bpftrace prints its maps and exits on SIGINT. A tracer that fails here costs the traced
+    // run only: the untraced runs stand.
+    tracer->signal(SIGINT);
     if (!tracer->wait_for(std::chrono::seconds(120))) {
-      throw MeasureError("bpftrace: did not print its maps within 120 s of SIGINT");
+      throw TraceRefused{"bpftrace did not print its maps within 120 s of SIGINT"};
     }
-    *traced = measure::parse_bpftrace_output(tracer->out(), ss.syms);
+    const std::string out = tracer->out();
+    if (out.find("\"type\": \"map\"") == std::string::npos) {
+      throw TraceRefused{"bpftrace printed no maps: " + bpftrace_reason(*tracer)};
+    }
+    try {
+      *traced = measure::parse_bpftrace_output(out, ss.syms);
+    } catch (const MeasureError& e) {
+      throw TraceRefused{e.what()};
+    }
   }
   if (!srv.wait_for(std::chrono::seconds(10))) {
     srv.stop();
