@@ -290,11 +290,10 @@ TEST(MeasureReport, MeasurementFileHasMediansSpreadAndPerSegmentCounts) {
   EXPECT_EQ(j["trace"]["derived"]["forwarded_skbs"], 0);
 }
 
-// The scenario written for direct and forward is one `skbsim validate` accepts (bridge needs the
-// model's bridge device kind).
+// The scenario written for every topology is one `skbsim validate` accepts.
 TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
   TempDir tmp;
-  for (Topology t : {Topology::kDirect, Topology::kForward}) {
+  for (Topology t : {Topology::kDirect, Topology::kForward, Topology::kBridge}) {
     SCOPED_TRACE(std::string(topology_name(t)));
     const ConfigResult r = sample_result(t);
     const fs::path piece =
