@@ -130,11 +130,13 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
   double lambda = 1e-3;
   for (int it = 0; it < 60 && n > 0; ++it) {
     f.iterations = it + 1;
-    // Jacobian by forward differences in log space.
+    // Jacobian by forward differences in log space. The step is 1% of the parameter: the model
+    // is a discrete simulation, so a CPU-bound run's figures move in small steps (which segments
+    // fall inside the window), and a much smaller step measures that grain, not the slope.
     std::vector<std::vector<double>> jac(r.size(), std::vector<double>(n));
     for (std::size_t j = 0; j < n; ++j) {
       std::vector<double> xj = x;
-      const double h = 1e-4;
+      const double h = 1e-2;
       xj[j] += h;
       const std::vector<double> rj = residuals_at(xj);
       for (std::size_t i = 0; i < r.size(); ++i) {

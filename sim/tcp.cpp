@@ -344,8 +344,13 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
     s.reader_blocked = false;
     wake(net, ctx, *s.proc, [&net, &s] { tcp_recvmsg_task(net, s); });
   }
-  if (s.unacked_segs >= 2) {
-    tcp_send_ack(net, ctx, s);  // __tcp_ack_snd_check: more than one full frame
+  // __tcp_ack_snd_check(): ACK now when more than one full frame is unacknowledged and the window
+  // to advertise has not shrunk since the last ACK (__tcp_select_window() >= rcv_wnd, both
+  // versions). Data still unread shrinks it, so a receiver whose reader lags leaves the ACK to
+  // the reader's tcp_cleanup_rbuf().
+  const std::uint32_t wnd_now = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+  if (s.unacked_segs >= 2 && wnd_now >= s.last_adv_wnd) {
+    tcp_send_ack(net, ctx, s);
   } else {
     arm_delack(net, ctx, s);
   }
@@ -375,10 +380,12 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
     rr_read(s, payload);
   }
   s.reader_blocked = true;
-  // tcp_cleanup_rbuf(): a window update when the window now open is at least twice the one last
-  // advertised.
+  // tcp_cleanup_rbuf(): the ACK __tcp_ack_snd_check deferred (one is scheduled and more than one
+  // MSS is unacknowledged), or a window update when the window now open is at least twice the
+  // one last advertised.
   const std::uint32_t now_wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
-  if (now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss) {
+  if ((s.delack_armed && s.unacked_segs >= 2) ||
+      (now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss)) {
     tcp_send_ack(net, ctx, s);
   }
   if (s.to_send != 0 && s.rr.in_size != 0) {
