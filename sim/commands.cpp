@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include <boost/program_options.hpp>
 
+#include "sim/atomic_write.hpp"
 #include "sim/calibrate.hpp"
 #include "sim/input_error.hpp"
 #include "sim/report.hpp"
@@ -44,44 +44,6 @@ std::string fixed(double v, int d) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(d) << v;
   return s.str();
-}
-
-// Writes `files` (name -> content) into `dir` completely or not at all: everything goes into
-// `dir.partial/` first, which then replaces `dir`.
-void write_atomically(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& files) {
-  const fs::path partial = dir.string() + ".partial";
-  std::error_code ec;
-  fs::remove_all(partial, ec);
-  fs::create_directories(partial);
-  for (const auto& [name, content] : files) {
-    std::ofstream out(partial / name, std::ios::binary);
-    out << content;
-    if (!out) {
-      fs::remove_all(partial, ec);
-      throw InputError(dir.string(), "", "expected a writable output directory, got a write error");
-    }
-  }
-  const fs::path old = dir.string() + ".old";
-  fs::remove_all(old, ec);
-  if (fs::exists(dir)) {
-    fs::rename(dir, old);
-  }
-  fs::rename(partial, dir);
-  fs::remove_all(old, ec);
-}
-
-void write_file_atomically(const fs::path& file, const std::string& content) {
-  const fs::path tmp = file.string() + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << content;
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError(file.string(), "", "expected a writable file, got a write error");
-    }
-  }
-  fs::rename(tmp, file);
 }
 
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) != 0; }
