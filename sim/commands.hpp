@@ -1,6 +1,7 @@
 #pragma once
 // commands.hpp — the scenario commands of the `skbsim` command line (cli.cpp dispatches to them):
-// run, validate, calibrate. Each takes the arguments after its name and returns the exit code.
+// run, validate, calibrate, and sweep (sweep.cpp). Each
+// takes the arguments after its name and returns the exit code.
 
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@ namespace skbsim::sim {
 int run_run(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
+int run_sweep(const std::vector<std::string>& args);  // sweep.cpp
 
 // Scenario files under `paths` (files as given; directories searched recursively, skipping the
 // shared pieces, presets and ops examples: shared/, models/, ops/, studies/), sorted.
