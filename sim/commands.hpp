@@ -1,6 +1,6 @@
 #pragma once
 // commands.hpp — the scenario commands of the `skbsim` command line (cli.cpp dispatches to them):
-// run, validate, calibrate, and sweep (sweep.cpp). Each
+// run, validate, calibrate, and the what-if commands sweep and diff (sweep.cpp, diff.cpp). Each
 // takes the arguments after its name and returns the exit code.
 
 #include <string>
@@ -12,6 +12,7 @@ int run_run(const std::vector<std::string>& args);
 int run_validate(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
 int run_sweep(const std::vector<std::string>& args);  // sweep.cpp
+int run_diff(const std::vector<std::string>& args);   // diff.cpp
 
 // Scenario files under `paths` (files as given; directories searched recursively, skipping the
 // shared pieces, presets and ops examples: shared/, models/, ops/, studies/), sorted.
