@@ -15,8 +15,7 @@ void write_atomically(const fs::path& dir,
   fs::remove_all(partial, ec);
   fs::create_directories(partial, ec);
   if (ec) {
-    throw InputError(dir.string(), "",
-                     "expected a writable output directory, got " + ec.message());
+    throw InputError(dir.string(), "", "expected a writable output directory, got " + ec.message());
   }
   for (const auto& [name, content] : files) {
     std::ofstream out(partial / name, std::ios::binary);

@@ -216,8 +216,8 @@ void diff_documents(const ordered_json* a, const ordered_json* b, const std::str
     return;
   }
   const bool objects = a != nullptr && b != nullptr && a->is_object() && b->is_object();
-  const bool arrays = a != nullptr && b != nullptr && a->is_array() && b->is_array() &&
-                      a->size() == b->size();
+  const bool arrays =
+      a != nullptr && b != nullptr && a->is_array() && b->is_array() && a->size() == b->size();
   if (objects) {
     for (auto it = a->begin(); it != a->end(); ++it) {
       const auto other = b->find(it.key());
@@ -275,7 +275,9 @@ bool accounts_for(double part, double whole) {
   return std::abs(part - whole) <= 0.02 * std::abs(whole) + 2 * kSameCalls;
 }
 
-std::string per_seg(double calls) { return signed_fixed(calls, 4) + "/seg"; }
+std::string per_seg(double calls) {
+  return signed_fixed(calls, 4) + "/seg";
+}
 
 // The explanation of one symbol's move, from its own counters and those of its callers.
 std::string explain(Sym s, const HostPair& p) {
@@ -359,8 +361,8 @@ std::string explain(Sym s, const HostPair& p) {
       const std::string caller(symbol_name(steady->caller));
       why.push_back("its only caller " + caller + " runs as often (" +
                     fixed(p.calls_b(steady->caller), 4) + "/seg) but calls it " +
-                    fixed(std::abs(d), 4) + "/seg " + (d < 0 ? "less" : "more") + " often: " +
-                    (d < 0 ? "skipped" : "added") + " inside " + caller);
+                    fixed(std::abs(d), 4) + "/seg " + (d < 0 ? "less" : "more") +
+                    " often: " + (d < 0 ? "skipped" : "added") + " inside " + caller);
       accounted = true;
     }
   }
@@ -401,7 +403,8 @@ std::string explain(Sym s, const HostPair& p) {
 // ---- the diff ---------------------------------------------------------------------------------
 
 ordered_json change(double a, double b, int decimals) {
-  return {{"a", round_to(a, decimals)}, {"b", round_to(b, decimals)},
+  return {{"a", round_to(a, decimals)},
+          {"b", round_to(b, decimals)},
           {"change", round_to(b - a, decimals)}};
 }
 
@@ -533,9 +536,9 @@ ordered_json diff_json(const DiffInput& in_a, const DiffInput& in_b, const std::
     }
   }
   if (!host.empty() && names.empty()) {
-    throw InputError("--host", "",
-                     "expected a host of both " + a.file + " and " + b.file + ", got \"" + host +
-                         "\"");
+    throw InputError(
+        "--host", "",
+        "expected a host of both " + a.file + " and " + b.file + ", got \"" + host + "\"");
   }
   for (const std::string& n : names) {
     hosts[n] = host_diff(a, b, *a.host(n), *b.host(n));
@@ -626,9 +629,8 @@ void print_diff_text(std::ostream& out, const ordered_json& d) {
           fixed(bytes.at("a").get<double>(), 1) + " -> " + fixed(bytes.at("b").get<double>(), 1);
       out << std::setw(13) << signed_fixed(dc, 2) << std::setw(12)
           << signed_fixed(sym.at("cpu_points").get<double>(), 3) << std::setw(8)
-          << fixed(sym.at("share_pct").get<double>(), 1) << "%  " << std::left << std::setw(21)
-          << c << std::setw(22) << by << std::right << sym.at("symbol").get<std::string>()
-          << "\n";
+          << fixed(sym.at("share_pct").get<double>(), 1) << "%  " << std::left << std::setw(21) << c
+          << std::setw(22) << by << std::right << sym.at("symbol").get<std::string>() << "\n";
       out << "               why: " << sym.at("why").get<std::string>() << "\n";
     }
     if (hidden > 0) {
@@ -686,8 +688,8 @@ int run_diff(const std::vector<std::string>& args) {
     return 0;
   }
   const std::string format = vm["format"].as<std::string>();
-  const auto files =
-      vm.count("files") != 0 ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  const auto files = vm.count("files") != 0 ? vm["files"].as<std::vector<std::string>>()
+                                            : std::vector<std::string>{};
   if (files.size() != 2 || (format != "text" && format != "json")) {
     std::cerr << "skbsim diff: expected A.json B.json and --format text|json\n\nUsage: " << usage
               << "\n";
@@ -711,7 +713,8 @@ int run_diff(const std::vector<std::string>& args) {
     if (b_error) {
       std::rethrow_exception(b_error);
     }
-    const ordered_json d = diff_json(a, b, vm.count("host") != 0 ? vm["host"].as<std::string>() : "");
+    const ordered_json d =
+        diff_json(a, b, vm.count("host") != 0 ? vm["host"].as<std::string>() : "");
     if (format == "json") {
       std::cout << d.dump(2) << "\n";
     } else {

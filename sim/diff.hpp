@@ -1,6 +1,6 @@
 #pragma once
-// diff.hpp — `skbsim diff A B`: what changed between two scenarios (run here) or two results files
-// (`skbsim run --format json`), and where it comes from (docs/whatif.md).
+// diff.hpp — `skbsim diff A B`: what changed between two scenarios (run here) or two results
+// files (`skbsim run --format json`), and where it comes from (docs/whatif.md).
 //
 // Per host, the change in CPU utilisation is split into parts that add up to it exactly:
 //

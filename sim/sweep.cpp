@@ -3,8 +3,6 @@
 
 #include "sim/sweep.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -32,6 +30,8 @@
 #include "sim/scenario.hpp"
 #include "skbsim/bug.hpp"
 
+#include <unistd.h>
+
 namespace skbsim::sim {
 namespace {
 
@@ -45,7 +45,9 @@ constexpr std::size_t kMaxRangeValues = 100000;
 constexpr std::size_t kMaxPoints = 100000;
 constexpr std::uint64_t kMaxContainers = 1024;  // the scenario format's flow "count" limit too
 
-std::string json_string(std::string_view s) { return json(std::string(s)).dump(); }
+std::string json_string(std::string_view s) {
+  return json(std::string(s)).dump();
+}
 
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t");
@@ -93,16 +95,16 @@ std::vector<std::string> split_items(std::string_view text, const std::string& f
     }
   }
   if (in_string || depth != 0) {
-    throw InputError(file, pointer,
-                     "expected a value list with balanced brackets and quotes, got " +
-                         json_string(text));
+    throw InputError(
+        file, pointer,
+        "expected a value list with balanced brackets and quotes, got " + json_string(text));
   }
   out.push_back(trim(text.substr(start)));
   for (const std::string& item : out) {
     if (item.empty()) {
-      throw InputError(file, pointer,
-                       "expected values separated by single commas, got an empty value in " +
-                           json_string(text));
+      throw InputError(
+          file, pointer,
+          "expected values separated by single commas, got an empty value in " + json_string(text));
     }
   }
   return out;
@@ -123,8 +125,8 @@ std::optional<Number> parse_number(std::string_view s) {
   if (end != str.c_str() + str.size() || !std::isfinite(v)) {
     return std::nullopt;
   }
-  const bool integer = str.find_first_of(".eExX") == std::string::npos &&
-                       std::abs(v) < 9.0e15;  // exact in a double
+  const bool integer =
+      str.find_first_of(".eExX") == std::string::npos && std::abs(v) < 9.0e15;  // exact in a double
   return Number{v, integer};
 }
 
@@ -316,9 +318,10 @@ void set_at(ordered_json& node, const std::vector<std::string>& tokens, std::siz
       }
       return;
     }
-    const bool digits = !tok.empty() && tok.size() < 10 &&
-                        std::all_of(tok.begin(), tok.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                        (tok.size() == 1 || tok[0] != '0');
+    const bool digits =
+        !tok.empty() && tok.size() < 10 &&
+        std::all_of(tok.begin(), tok.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        (tok.size() == 1 || tok[0] != '0');
     const std::size_t index = digits ? std::stoul(tok) : std::numeric_limits<std::size_t>::max();
     if (index >= node.size()) {
       throw InputError(file, here,
@@ -328,9 +331,9 @@ void set_at(ordered_json& node, const std::vector<std::string>& tokens, std::siz
     descend(node[index], here);
     return;
   }
-  throw InputError(file, walked,
-                   "expected an object or an array to set " + json_string(tok) + " in, got " +
-                       kind_of(node));
+  throw InputError(
+      file, walked,
+      "expected an object or an array to set " + json_string(tok) + " in, got " + kind_of(node));
 }
 
 void set_path(ordered_json& doc, const std::string& pointer, const ordered_json& value,
@@ -345,7 +348,9 @@ std::string ipv4_text(std::uint32_t a) {
          std::to_string((a >> 8) & 255U) + "." + std::to_string(a & 255U);
 }
 
-std::uint32_t mask_of(std::uint32_t len) { return len == 0 ? 0 : ~0U << (32 - len); }
+std::uint32_t mask_of(std::uint32_t len) {
+  return len == 0 ? 0 : ~0U << (32 - len);
+}
 
 // `e[key]` when it is a string, else "".
 std::string string_member(const ordered_json& e, const char* key) {
@@ -395,16 +400,16 @@ bool name_taken(const ordered_json& list, const std::string& name) {
 ordered_json replicate_containers(const ordered_json& doc, const ScenarioSpec& spec,
                                   std::uint64_t n, const std::string& file) {
   const std::string ct = spec.flows.front().from_ns;
-  const std::string what = "a first flow that starts in a container (a namespace joined to its "
-                           "host's namespace by one etun, veth or venet pair), got ";
+  const std::string what =
+      "a first flow that starts in a container (a namespace joined to its "
+      "host's namespace by one etun, veth or venet pair), got ";
   std::vector<const DeviceSpec*> inside;
   for (const DeviceSpec& d : spec.devices) {
     if (d.ns == ct) {
       inside.push_back(&d);
     }
   }
-  if (inside.size() != 1 || inside.front()->peer.empty() ||
-      inside.front()->kind == DevKind::kNic) {
+  if (inside.size() != 1 || inside.front()->peer.empty() || inside.front()->kind == DevKind::kNic) {
     containers_fail(file, "expected " + what + "a flow from " + ct + ", which has " +
                               std::to_string(inside.size()) + " device(s) and no pair to a host");
   }
@@ -426,8 +431,9 @@ ordered_json replicate_containers(const ordered_json& doc, const ScenarioSpec& s
     }
   }
   if (subnet == nullptr || subnet->prefix_len == 0) {
-    containers_fail(file, "expected a route in " + host_ns.name + " to the container's subnet via " +
-                              peer.name + ", got " + (subnet == nullptr ? "none" : "a default route"));
+    containers_fail(file, "expected a route in " + host_ns.name +
+                              " to the container's subnet via " + peer.name + ", got " +
+                              (subnet == nullptr ? "none" : "a default route"));
   }
   const std::uint32_t len = subnet->prefix_len;
   const std::uint32_t mask = mask_of(len);
@@ -565,7 +571,8 @@ SweepPoint sweep_point(const Scenario& base, const SweepPlan& plan,
     }
     return {std::move(inputs), std::move(sc)};
   } catch (const InputError& e) {
-    throw InputError(e.file(), e.pointer(), e.message() + " (sweep point " + describe(inputs) + ")");
+    throw InputError(e.file(), e.pointer(),
+                     e.message() + " (sweep point " + describe(inputs) + ")");
   }
 }
 
@@ -667,8 +674,7 @@ std::string make_csv(const std::vector<SweepAxis>& axes, const std::vector<order
     }
     cells.push_back(row.at("throughput_mbps").dump());
     for (const std::string& h : hosts) {
-      const ordered_json* jh =
-          row.at("hosts").contains(h) ? &row.at("hosts").at(h) : nullptr;
+      const ordered_json* jh = row.at("hosts").contains(h) ? &row.at("hosts").at(h) : nullptr;
       cells.push_back(jh != nullptr ? jh->at("cpu_util_pct").dump() : "");
       cells.push_back(jh != nullptr ? jh->at("service_demand_us_per_kb").dump() : "");
       for (const std::string& c : counters) {
@@ -750,8 +756,8 @@ std::vector<std::string> axis_paths(const std::string& text, const std::string& 
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = text.find(',', start);
-    paths.push_back(text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                  : comma - start));
+    paths.push_back(
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) {
       break;
     }
@@ -814,9 +820,9 @@ SweepAxis sweep_axis_from_json(const std::string& paths, const ordered_json& val
                      file, pointer);
   }
   if (!values.is_array()) {
-    throw InputError(file, pointer,
-                     "expected an array of values or a string such as \"64..65536*4\", got " +
-                         kind_of(values));
+    throw InputError(
+        file, pointer,
+        "expected an array of values or a string such as \"64..65536*4\", got " + kind_of(values));
   }
   return make_axis(std::move(p), std::vector<ordered_json>(values.begin(), values.end()), file,
                    pointer);
@@ -827,9 +833,9 @@ std::vector<std::vector<std::size_t>> sweep_grid(const std::vector<SweepAxis>& a
   for (const SweepAxis& a : axes) {
     total *= a.points.size();
     if (total > kMaxPoints) {
-      throw InputError("--set", "",
-                       "expected a grid of at most " + std::to_string(kMaxPoints) +
-                           " points, got more");
+      throw InputError(
+          "--set", "",
+          "expected a grid of at most " + std::to_string(kMaxPoints) + " points, got more");
     }
   }
   std::vector<std::vector<std::size_t>> grid;
@@ -875,8 +881,8 @@ Study load_study(const std::string& path) {
   }
   const ordered_json& ordered_set = doc.at("set");
   for (auto it = ordered_set.begin(); it != ordered_set.end(); ++it) {
-    s.plan.axes.push_back(sweep_axis_from_json(it.key(), it.value(), path,
-                                               "/set/" + json_pointer_token(it.key())));
+    s.plan.axes.push_back(
+        sweep_axis_from_json(it.key(), it.value(), path, "/set/" + json_pointer_token(it.key())));
   }
   check_distinct_paths(s.plan.axes, path);
   const JsonReader x = r.child("x");
