@@ -411,7 +411,7 @@ ordered_json replicate_containers(const ordered_json& doc, const ScenarioSpec& s
   }
   if (inside.size() != 1 || inside.front()->peer.empty() || inside.front()->kind == DevKind::kNic) {
     containers_fail(file, "expected " + what + "a flow from " + ct + ", which has " +
-                              std::to_string(inside.size()) + " device(s) and no pair to a host");
+                              std::to_string(inside.size()) + " device(s), not one end of a pair");
   }
   const DeviceSpec& dev = *inside.front();
   const auto peer_it = std::find_if(spec.devices.begin(), spec.devices.end(),
