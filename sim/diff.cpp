@@ -374,6 +374,11 @@ std::string explain(Sym s, const HostPair& p) {
                   " segments: the edges of the measured window");
     accounted = true;
   }
+  // Within half a percent of A's calls per segment.
+  if (!accounted && a.calls > 0 && std::abs(d) < 0.005 * a.calls) {
+    why.push_back("practically the same work per segment: calls " + pct_change(a.calls, b.calls));
+    accounted = true;
+  }
   // Per-batch or per-skb work that covers several segments a call (GSO/TSO skbs, interrupts).
   if (!accounted && a.calls > 0 && b.calls > 0 && (a.calls < 1 || b.calls < 1)) {
     const std::string every =
@@ -382,10 +387,6 @@ std::string explain(Sym s, const HostPair& p) {
                       ? "runs per batch, not per segment: " + every
                       : every + ": each call covers " + (d < 0 ? "more" : "fewer") +
                             " segments (GSO/TSO skbs, batches)");
-    accounted = true;
-  }
-  if (!accounted && a.calls > 0 && std::abs(d) < 0.005 * a.calls) {
-    why.push_back("practically the same work per segment: calls " + pct_change(a.calls, b.calls));
     accounted = true;
   }
   if (!p.calls_moved(s) && std::abs(b.bytes - a.bytes) < kSameBytes && a.calls > 0) {
