@@ -262,10 +262,6 @@ TEST(Studies, BadStudyFilesNameTheirPointer) {
 
 // ---- through the binary ----------------------------------------------------------------------
 
-Invocation skbsim(const std::vector<std::string>& args) {
-  return run_batch(SKBSIM_BINARY, kSource, {args}).front();
-}
-
 // A short sweep (4 points, 20 ms of simulated time each) written with 1 and with 2 jobs.
 TEST(SweepCommand, SameBytesForAnyNumberOfJobs) {
   TempDir tmp;
