@@ -107,10 +107,12 @@ struct Command {
   int (*run)(const Args& args);
 };
 
-constexpr std::array<Command, 7> kCommands = {{
+constexpr std::array<Command, 9> kCommands = {{
     {"run", "run a scenario: netperf-style figures, reference, profile, trace", &run_run},
     {"validate", "run every scenario with a reference: measured, predicted, error", &run_validate},
     {"calibrate", "fit a cost preset's parameters to measured references", &run_calibrate},
+    {"sweep", "run a scenario over a grid of input values in parallel: one table", &run_sweep},
+    {"diff", "two scenarios or results: what changed, symbol by symbol, and why", &run_diff},
     {"ops", "run a list of skb operations, print the state after each as JSON", &run_ops},
     {"plot", "draw results, baselines and sweeps with gnuplot (SVG, PNG)", &run_plot},
     {"baseline", "check or update the committed predictions in results/", &run_baseline},

@@ -1,6 +1,7 @@
 #include "sim/run.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 
 #include "sim/devices.hpp"
@@ -57,6 +58,12 @@ void build(Net& net, const ScenarioSpec& spec, Built& b) {
         p.irq_delay_us = d.irq_delay_us;
         p.irq_cpu = d.irq_cpu;
         p.modern = d.modern;
+        // e1000_change_mtu (2.6.20 drivers/net/e1000/e1000_main.c): receive buffers hold a
+        // whole frame (MTU + 14 header + 4 FCS); the standard MTU keeps the VLAN-sized 1522,
+        // jumbo frames a power of two (16384 for MTU 9000).
+        if (d.mtu > 1500) {
+          p.rx_buffer = std::bit_ceil(d.mtu + 18U);
+        }
         dev = &net.add_device<NicDevice>(ns, d.name, p);
         break;
       }
