@@ -23,6 +23,7 @@
 #include <boost/program_options.hpp>
 
 #include "sim/output_dir.hpp"
+#include "sim/plot.hpp"
 #include "sim/commands.hpp"
 #include "sim/input_error.hpp"
 #include "sim/json_reader.hpp"
@@ -998,8 +999,9 @@ SweepTable run_sweep_plan(const SweepPlan& plan, unsigned jobs, bool progress) {
 
 int run_sweep(const std::vector<std::string>& args) {
   const std::string usage =
-      "skbsim sweep SCENARIO.json --set PATH=V1,V2,... [--set ...] [--jobs N] [--out DIR]\n"
-      "       skbsim sweep --study STUDY.json [--set ...] [--jobs N] [--out DIR]";
+      "skbsim sweep SCENARIO.json --set PATH=V1,V2,... [--set ...] [--jobs N] [--out DIR] "
+      "[--plot DIR]\n"
+      "       skbsim sweep --study STUDY.json [--set ...] [--jobs N] [--out DIR] [--plot DIR]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "set,s", po::value<std::vector<std::string>>()->composing(),
@@ -1007,7 +1009,10 @@ int run_sweep(const std::vector<std::string>& args) {
       "study", po::value<std::string>(), "a ready-made study (scenarios/studies/*.json)")(
       "jobs,j", po::value<unsigned>(), "worker threads (default: the number of CPUs)")(
       "out,o", po::value<std::string>(),
-      "write DIR/sweep.json and DIR/sweep.csv (default: the CSV on stdout)");
+      "write DIR/sweep.json and DIR/sweep.csv (default: the CSV on stdout)")(
+      "plot", po::value<std::string>(),
+      "draw the sweep into DIR with gnuplot: CPU and service demand against the first axis, "
+      "one line per combination of the others (skbsim plot)");
   po::options_description all;
   all.add(visible).add_options()("scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -1077,8 +1082,16 @@ int run_sweep(const std::vector<std::string>& args) {
       write_atomically(out, {{"sweep.json", t.json}, {"sweep.csv", t.csv}});
       std::cout << "wrote " << (out / "sweep.json").string() << " and "
                 << (out / "sweep.csv").string() << " (" << t.points << " points)\n";
-    } else {
+    } else if (vm.count("plot") == 0) {
       std::cout << t.csv << std::flush;
+    }
+    if (vm.count("plot") != 0) {
+      PlotOptions o;
+      o.breakdown = false;
+      o.predicted = false;
+      const std::string dir = vm["plot"].as<std::string>();
+      write_plots(dir, {PlotInput{"sweep.json", nlohmann::json::parse(t.json)}}, o);
+      std::cout << "drew the sweep into " << dir << "\n";
     }
   } catch (const InputError& e) {
     std::cerr << e.what() << "\n";

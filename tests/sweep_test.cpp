@@ -319,6 +319,24 @@ TEST(SweepCommand, SameBytesForAnyNumberOfJobs) {
   EXPECT_EQ(lines[2].rfind(R"(0.02,0.005,1024,"[""etun""]",)", 0), 0U) << lines[2];
 }
 
+// --plot draws the table it computed (skbsim plot's sweep pictures): CPU and service demand
+// against the first axis, the .gp and .dat beside them.
+TEST(SweepCommand, PlotDrawsTheSweep) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "plot";
+  const auto runs = run_batch(
+      SKBSIM_BINARY, kSource,
+      {{"sweep", kFixture, "--set", "/traffic/duration_s=0.02", "--set",
+        "/traffic/flows/0/send_size=1024,16384", "--set", R"(/patches/skip_cow_from=[],[etun])",
+        "--plot", dir.string()}});
+  ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
+  for (const char* f : {"sweep-cpu.svg", "sweep-cpu.png", "sweep-cpu.gp",
+                        "sweep-service-demand.svg", "sweep.dat"}) {
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  }
+  EXPECT_NE(slurp(dir / "sweep-cpu.gp").find("send_size"), std::string::npos);
+}
+
 TEST(SweepCommand, BadPointIsOneLineExitTwoAndWritesNothing) {
   TempDir tmp;
   const fs::path out = tmp.path() / "out";
