@@ -180,6 +180,51 @@ int run_run(const std::vector<std::string>& args) {
   return 0;
 }
 
+namespace {
+
+// reference.per_segment: the tracepoint counts the model has a counter for, per wire segment on
+// the reference host, within the block's tolerance; a count under one per hundred segments is
+// compared absolutely (the error column shows the difference, not a percentage), within one per
+// five hundred segments, since a relative error of a near-zero count says nothing.
+void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Check>& checks) {
+  const Reference& ref = *sc.reference;
+  const HostResult* h = local_host(sc, r);
+  if (!ref.per_segment || h == nullptr || r.segments == 0) {
+    return;
+  }
+  static const std::array<std::pair<const char*, std::pair<Sym, bool>>, 6> kModelName = {{
+      {"pskb_expand_head_calls", {Sym::kPskbExpandHead, false}},
+      {"skb_segment_outputs", {Sym::kSkbSegment, false}},
+      {"consume_skb_calls", {Sym::kConsumeSkb, false}},
+      {"kfree_skb_calls", {Sym::kKfreeSkb, false}},
+      {"skb_copy_datagram_iovec_calls", {Sym::kSkbCopyDatagramIovec, false}},
+      {"skb_copy_datagram_iovec_bytes", {Sym::kSkbCopyDatagramIovec, true}},
+  }};
+  const PerSegmentReference& ps = *ref.per_segment;
+  const double segs = static_cast<double>(r.segments);
+  for (const auto& [key, model] : kModelName) {
+    auto it = ps.counters.find(key);
+    if (it == ps.counters.end()) {
+      continue;
+    }
+    const LedgerCell& c = h->cells[static_cast<std::size_t>(model.first)];
+    const double predicted =
+        static_cast<double>(model.second ? c.bytes() : c.calls) / segs;
+    const double measured = it->second;
+    const double diff = predicted - measured;
+    const bool relative = measured >= 0.01;
+    const bool ok = relative ? std::abs(diff) <= ps.tolerance_pct / 100.0 * measured
+                             : std::abs(diff) <= 0.002;
+    const std::string error = relative
+                                  ? (diff >= 0 ? "+" : "") + fixed(100.0 * diff / measured, 1) + "%"
+                                  : (diff >= 0 ? " +" : " ") + fixed(diff, 4);
+    checks.push_back({sc.name, "per segment " + std::string(key), fixed(measured, 4),
+                      fixed(predicted, 4), error, ok});
+  }
+}
+
+}  // namespace
+
 int run_validate(const std::vector<std::string>& args) {
   const std::string usage = "skbsim validate [SCENARIO|DIR]... [--plot DIR]";
   po::options_description visible("Options");
@@ -262,6 +307,7 @@ int run_validate(const std::vector<std::string>& args) {
           remote->service_demand_us_per_kb);
     }
     profile_checks(sc, r, checks);
+    per_segment_checks(sc, r, checks);
   }
   if (stderr_is_terminal() && done > 0) {
     std::cerr << "\r\033[K" << std::flush;
