@@ -14,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include "sim/calibrate.hpp"
+#include "sim/cli_args.hpp"
 #include "sim/input_error.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/plot.hpp"
@@ -28,18 +29,6 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 constexpr int kExitUsage = 2;
 
-bool parse(const std::vector<std::string>& args, const po::options_description& visible,
-           const po::options_description& all, const po::positional_options_description& pos,
-           po::variables_map& vm, const std::string& usage_line) {
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "skbsim: " << e.what() << "\n\nUsage: " << usage_line << "\n\n" << visible;
-    return false;
-  }
-  return true;
-}
 
 std::string fixed(double v, int d) {
   std::ostringstream s;
@@ -137,7 +126,7 @@ int run_run(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("scenario", 1);
   po::variables_map vm;
-  if (!parse(args, visible, all, pos, vm, usage)) {
+  if (!parse_args(args, visible, all, pos, vm, usage)) {
     return kExitUsage;
   }
   if (vm.count("help") != 0) {
@@ -236,7 +225,7 @@ int run_validate(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("paths", -1);
   po::variables_map vm;
-  if (!parse(args, visible, all, pos, vm, usage)) {
+  if (!parse_args(args, visible, all, pos, vm, usage)) {
     return kExitUsage;
   }
   if (vm.count("help") != 0) {
@@ -367,7 +356,7 @@ int run_calibrate(const std::vector<std::string>& args) {
       "out,o", po::value<std::string>(), "where to write the fitted preset (default: print it)")(
       "no-loo", "skip the leave-one-out table");
   po::variables_map vm;
-  if (!parse(args, visible, visible, {}, vm, usage)) {
+  if (!parse_args(args, visible, visible, {}, vm, usage)) {
     return kExitUsage;
   }
   if (vm.count("help") != 0) {

@@ -18,6 +18,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/cli_args.hpp"
 #include "sim/commands.hpp"
 #include "sim/input_error.hpp"
 #include "sim/json_reader.hpp"
@@ -671,11 +672,7 @@ int run_diff(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("files", 2);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "skbsim: " << e.what() << "\n\nUsage: " << usage << "\n\n" << visible;
+  if (!parse_args(args, visible, all, pos, vm, usage)) {
     return kExitUsage;
   }
   if (vm.count("help") != 0) {

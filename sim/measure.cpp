@@ -757,6 +757,11 @@ void check_machine() {
                     "expected to run as root (network namespaces, ethtool, bpftrace), got uid " +
                         std::to_string(::geteuid()));
   }
+  if (measure::in_chroot()) {
+    throw FlagError("skbsim measure",
+                    "expected a machine of its own, got a chroot (network namespaces cannot be "
+                    "entered from one; run it on the host or in a container with its own root)");
+  }
   const int pid = static_cast<int>(::getpid());
   for (Role r : {Role::kClient, Role::kHost, Role::kServer}) {
     const std::string n = measure::namespace_name(pid, r);

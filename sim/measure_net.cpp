@@ -10,6 +10,7 @@
 
 #include "sim/measure_host.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace skbsim::sim::measure {
@@ -217,6 +218,15 @@ const std::vector<std::string>& recorded_ethtool_features() {
       "highdma",
   };
   return recorded;
+}
+
+bool in_chroot() {
+  struct stat root {};
+  struct stat init_root {};
+  if (::stat("/", &root) != 0 || ::stat("/proc/1/root", &init_root) != 0) {
+    return false;  // no /proc, or init's root is not ours to see: assume a machine of its own
+  }
+  return root.st_dev != init_root.st_dev || root.st_ino != init_root.st_ino;
 }
 
 std::vector<std::string> existing_skbsim_namespaces() {

@@ -13,6 +13,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/cli_args.hpp"
 #include "sim/commands.hpp"
 #include "sim/input_error.hpp"
 #include "sim/json_reader.hpp"
@@ -749,11 +750,7 @@ int run_plot(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("inputs", -1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "skbsim plot: " << e.what() << "\n\nUsage: " << usage << "\n\n" << visible;
+  if (!parse_args(args, visible, all, pos, vm, usage, "skbsim plot")) {
     return kExitUsage;
   }
   if (vm.count("help") != 0) {

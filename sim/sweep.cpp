@@ -22,6 +22,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/cli_args.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/plot.hpp"
 #include "sim/commands.hpp"
@@ -1018,11 +1019,7 @@ int run_sweep(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("scenario", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "skbsim: " << e.what() << "\n\nUsage: " << usage << "\n\n" << visible;
+  if (!parse_args(args, visible, all, pos, vm, usage)) {
     return kExitUsage;
   }
   if (vm.count("help") != 0) {

@@ -26,14 +26,11 @@ using skbsim::sim::compare_baseline;
 using skbsim::sim::Moved;
 using skbsim::testing::Invocation;
 using skbsim::testing::run_batch;
+using skbsim::testing::run_cli;
 using skbsim::testing::slurp;
 using skbsim::testing::TempDir;
 
 const fs::path kSource = SKBSIM_SOURCE_DIR;
-
-Invocation skbsim(const std::vector<std::string>& args) {
-  return run_batch(SKBSIM_BINARY, kSource, {args}).front();
-}
 
 std::vector<Moved> compare(const json& base, const ordered_json& now) {
   std::size_t compared = 0;
@@ -88,7 +85,7 @@ TEST(BaselineCommand, CheckNamesTheScenarioAndFigureThatMoved) {
     committed = j["hosts"]["A"]["cpu_util_pct"].get<double>();
     j["hosts"]["A"]["cpu_util_pct"] = std::round(committed * 1.02 * 1e4) / 1e4;  // 2 % higher
   });
-  const Invocation r = skbsim({"baseline", "--check", "--results", results.string()});
+  const Invocation r = run_cli({"baseline", "--check", "--results", results.string()});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("1 change(s)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("thread2007-container "), std::string::npos) << r.out;
@@ -116,17 +113,17 @@ TEST(BaselineCommand, CoefficientChangeFailsUntilTheBaselineIsUpdated) {
   });
   const std::vector<std::string> check = {"baseline", "--check", "--results", results.string(),
                                           scenarios.string()};
-  const Invocation before = skbsim(check);
+  const Invocation before = run_cli(check);
   EXPECT_EQ(before.exit_code, 1) << before.out << before.err;
   EXPECT_NE(before.out.find("thread2007-container "), std::string::npos) << before.out;
   EXPECT_NE(before.out.find("hosts/A/cpu_util_pct"), std::string::npos) << before.out;
   EXPECT_NE(before.out.find("hosts/A/per_segment/cycles"), std::string::npos) << before.out;
 
-  const Invocation update = skbsim(
+  const Invocation update = run_cli(
       {"baseline", "--update", "--repeat", "1", "--results", results.string(), scenarios.string()});
   ASSERT_EQ(update.exit_code, 0) << update.out << update.err;
   EXPECT_NE(update.out.find("Changed from the previous baseline"), std::string::npos);
-  const Invocation after = skbsim(check);
+  const Invocation after = run_cli(check);
   EXPECT_EQ(after.exit_code, 0) << after.out << after.err;
   EXPECT_NE(after.out.find("all within 0.5% of"), std::string::npos) << after.out;
 
@@ -147,7 +144,7 @@ TEST(BaselineCommand, NewAndVanishedScenariosCount) {
   fs::copy(kSource / "results", results, fs::copy_options::recursive);
   fs::remove(results / "thread2007/whatif-venet.json");
   fs::copy_file(results / "thread2007/container.json", results / "thread2007/ghost.json");
-  const Invocation r = skbsim({"baseline", "--check", "--results", results.string()});
+  const Invocation r = run_cli({"baseline", "--check", "--results", results.string()});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("whatif-venet "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("new scenario"), std::string::npos) << r.out;

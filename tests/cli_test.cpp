@@ -14,27 +14,19 @@ namespace {
 
 namespace fs = std::filesystem;
 using skbsim::testing::Invocation;
+using skbsim::testing::json_stems;
 using skbsim::testing::run_batch;
+using skbsim::testing::run_cli;
 using skbsim::testing::slurp;
 using skbsim::testing::TempDir;
 
 const fs::path kSource = SKBSIM_SOURCE_DIR;
 
-Invocation skbsim(const std::vector<std::string>& args) {
-  return run_batch(SKBSIM_BINARY, kSource, {args}).front();
-}
-
 // Every broken scenario fixture: exit 2, exactly its one expected line on stderr, nothing on
 // stdout, and no output directory left behind.
 TEST(RunCommand, EveryBrokenScenarioGivesItsOneLineExitTwoAndWritesNothing) {
   TempDir tmp;
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(kSource / "tests/data/scenarios/bad")) {
-    if (e.path().extension() == ".json") {
-      names.push_back(e.path().stem().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
+  const std::vector<std::string> names = json_stems(kSource / "tests/data/scenarios/bad");
   ASSERT_GE(names.size(), 20U);
   std::vector<std::vector<std::string>> cases;
   for (const std::string& n : names) {
@@ -59,7 +51,7 @@ TEST(RunCommand, EveryBrokenScenarioGivesItsOneLineExitTwoAndWritesNothing) {
 TEST(RunCommand, WritesResultJsonAndTextCompletely) {
   TempDir tmp;
   const fs::path out = tmp.path() / "res";
-  const Invocation r = skbsim({"run", "tests/data/scenarios/good/2007-container.json", "--out",
+  const Invocation r = run_cli({"run", "tests/data/scenarios/good/2007-container.json", "--out",
                                out.string(), "--format", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(out / "result.json"));
@@ -72,7 +64,7 @@ TEST(RunCommand, WritesResultJsonAndTextCompletely) {
 }
 
 TEST(RunCommand, BadFlagsPrintUsageAndExitTwo) {
-  const Invocation r = skbsim({"run", "--no-such-flag"});
+  const Invocation r = run_cli({"run", "--no-such-flag"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("Usage: skbsim run"), std::string::npos);
@@ -92,7 +84,7 @@ TEST(RunCommand, EverySubcommandHasHelp) {
 // of a good fixture get a reference equal to its own prediction, then an absurd one.
 TEST(ValidateCommand, ExitsOneBeyondToleranceAndZeroWithin) {
   const std::string fixture = "tests/data/scenarios/good/2007-container.json";
-  const Invocation run = skbsim({"run", fixture, "--format", "json"});
+  const Invocation run = run_cli({"run", fixture, "--format", "json"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto result = nlohmann::json::parse(run.out);
   auto doc = nlohmann::json::parse(slurp(kSource / fixture));
@@ -120,7 +112,7 @@ TEST(ValidateCommand, ExitsOneBeyondToleranceAndZeroWithin) {
 // receiver copies each segment's payload to user space once.
 TEST(ValidateCommand, ComparesTracepointCountsPerSegment) {
   const Invocation r =
-      skbsim({"validate", "scenarios/measured/vm-2core/forward-off-unlimited.json"});
+      run_cli({"validate", "scenarios/measured/vm-2core/forward-off-unlimited.json"});
   ASSERT_NE(r.exit_code, 2) << r.err;
   std::istringstream in(r.out);
   std::map<std::string, std::string> rows;

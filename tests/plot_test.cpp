@@ -27,15 +27,13 @@ using skbsim::sim::plot_files;
 using skbsim::sim::PlotInput;
 using skbsim::sim::PlotOptions;
 using skbsim::testing::Invocation;
+using skbsim::testing::json_stems;
 using skbsim::testing::run_batch;
+using skbsim::testing::run_cli;
 using skbsim::testing::slurp;
 using skbsim::testing::TempDir;
 
 const fs::path kSource = SKBSIM_SOURCE_DIR;
-
-Invocation skbsim(const std::vector<std::string>& args) {
-  return run_batch(SKBSIM_BINARY, kSource, {args}).front();
-}
 
 const std::string* file_named(const OutputFiles& files, const std::string& name) {
   for (const auto& [n, content] : files) {
@@ -197,7 +195,7 @@ TEST(PlotCommand, ResultsGiveBreakdownAndPredictedPicturesWithTheirTitles) {
   ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
   ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
   const fs::path out = tmp.path() / "plots";
-  const Invocation p = skbsim({"plot", (tmp.path() / "a/result.json").string(),
+  const Invocation p = run_cli({"plot", (tmp.path() / "a/result.json").string(),
                                (tmp.path() / "b/result.json").string(), "--out", out.string()});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_NE(p.out.find("breakdown.svg"), std::string::npos) << p.out;
@@ -225,7 +223,7 @@ TEST(PlotCommand, SweepPicturesAndTheScriptDrawsThemAgainByHand) {
   TempDir tmp;
   const fs::path out = tmp.path() / "p";
   const Invocation p =
-      skbsim({"plot", "tests/data/plot/sweep.json", "--out", out.string(), "--format", "svg"});
+      run_cli({"plot", "tests/data/plot/sweep.json", "--out", out.string(), "--format", "svg"});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_FALSE(fs::exists(out / "sweep-cpu.png"));  // --format svg
   const std::string svg = slurp(out / "sweep-service-demand.svg");
@@ -244,13 +242,7 @@ TEST(PlotCommand, SweepPicturesAndTheScriptDrawsThemAgainByHand) {
 // and an existing output directory left as it was.
 TEST(PlotCommand, BadInputIsOneLineExitTwoAndNothingWritten) {
   TempDir tmp;
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(kSource / "tests/data/plot/bad")) {
-    if (e.path().extension() == ".json") {
-      names.push_back(e.path().stem().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
+  const std::vector<std::string> names = json_stems(kSource / "tests/data/plot/bad");
   ASSERT_GE(names.size(), 6U);
   std::vector<std::vector<std::string>> cases;
   for (const std::string& n : names) {
@@ -297,7 +289,7 @@ TEST(PlotCommand, BadFlagsPrintUsageAndExitTwo) {
 TEST(ValidateCommand, PlotWritesPredictedAgainstMeasured) {
   TempDir tmp;
   const fs::path out = tmp.path() / "v";
-  const Invocation v = skbsim({"validate", "scenarios/thread2007", "--plot", out.string()});
+  const Invocation v = run_cli({"validate", "scenarios/thread2007", "--plot", out.string()});
   ASSERT_NE(v.exit_code, 2) << v.err;
   EXPECT_NE(v.out.find("thread2007-container"), std::string::npos);
   EXPECT_TRUE(is_png(out / "predicted-vs-measured.png"));
@@ -309,7 +301,7 @@ TEST(ValidateCommand, PlotWritesPredictedAgainstMeasured) {
 TEST(ValidateCommand, PlotWithoutReferencesIsOneLineAndWritesNothing) {
   TempDir tmp;
   const fs::path out = tmp.path() / "v";
-  const Invocation v = skbsim({"validate", "scenarios/modern", "--plot", out.string()});
+  const Invocation v = run_cli({"validate", "scenarios/modern", "--plot", out.string()});
   EXPECT_EQ(v.exit_code, 2);
   EXPECT_EQ(v.out, "");
   EXPECT_EQ(v.err, "scenarios/modern: /: expected a scenario with a reference to plot, got none\n");

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -89,5 +90,24 @@ inline std::vector<Invocation> run_batch(const std::string& binary, const fs::pa
   }
   return runs;
 }
+
+// The *.json fixtures of `dir`, by stem, sorted.
+inline std::vector<std::string> json_stems(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".json") {
+      names.push_back(e.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+#if defined(SKBSIM_BINARY) && defined(SKBSIM_SOURCE_DIR)
+// One `skbsim <args>` from the source directory (relative fixture paths resolve there).
+inline Invocation run_cli(const std::vector<std::string>& args) {
+  return run_batch(SKBSIM_BINARY, SKBSIM_SOURCE_DIR, {args}).front();
+}
+#endif
 
 }  // namespace skbsim::testing

@@ -1,0 +1,32 @@
+#pragma once
+// cli_args.hpp — the one way a `skbsim` subcommand reads its arguments (Boost.Program_options):
+// on a bad flag it prints "<who>: <what went wrong>", the usage line and the options to stderr
+// and returns false, so every command fails the same way (exit 2, nothing on stdout).
+
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+namespace skbsim::sim {
+
+inline bool parse_args(const std::vector<std::string>& args,
+                       const boost::program_options::options_description& visible,
+                       const boost::program_options::options_description& all,
+                       const boost::program_options::positional_options_description& pos,
+                       boost::program_options::variables_map& vm, const std::string& usage_line,
+                       std::string_view who = "skbsim") {
+  namespace po = boost::program_options;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << who << ": " << e.what() << "\n\nUsage: " << usage_line << "\n\n" << visible;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace skbsim::sim
