@@ -759,8 +759,8 @@ void check_machine() {
   }
   if (measure::in_chroot()) {
     throw FlagError("skbsim measure",
-                    "expected a machine of its own, got a chroot (network namespaces cannot be "
-                    "entered from one; run it on the host or in a container with its own root)");
+                    "expected a machine of its own, got a chroot or a root without /proc (network "
+                    "namespaces cannot be entered from one; run it on the host)");
   }
   const int pid = static_cast<int>(::getpid());
   for (Role r : {Role::kClient, Role::kHost, Role::kServer}) {

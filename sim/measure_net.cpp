@@ -6,11 +6,11 @@
 #include <array>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "sim/measure_host.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace skbsim::sim::measure {
@@ -221,12 +221,22 @@ const std::vector<std::string>& recorded_ethtool_features() {
 }
 
 bool in_chroot() {
-  struct stat root {};
-  struct stat init_root {};
-  if (::stat("/", &root) != 0 || ::stat("/proc/1/root", &init_root) != 0) {
-    return false;  // no /proc, or init's root is not ours to see: assume a machine of its own
+  // A chrooted process's mountinfo lists only the mounts below its root, paths relative to it;
+  // the file system the chroot directory lives on is mounted above it, so nothing is mounted at
+  // "/" (a container or a machine always has a root mount). No mountinfo at all: no /proc, no
+  // namespaces to enter either.
+  std::ifstream in("/proc/self/mountinfo");
+  if (!in) {
+    return true;
   }
-  return root.st_dev != init_root.st_dev || root.st_ino != init_root.st_ino;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, mount_point;
+    if (f >> id >> parent >> dev >> root >> mount_point && mount_point == "/") {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::vector<std::string> existing_skbsim_namespaces() {

@@ -133,9 +133,9 @@ class Lab {
 // Namespaces named skbsim-* that exist now (from /run/netns).
 std::vector<std::string> existing_skbsim_namespaces();
 
-// Whether this process runs in a chroot (its "/" is not init's): `ip netns add` may still work
-// there, but entering a namespace (`ip -n`, which remounts /sys) fails, and the /run/netns mount it
-// makes leaks into the host.
+// Whether this process runs in a chroot (nothing is mounted at its "/", or there is no /proc):
+// `ip netns add` may still work there, but entering a namespace (`ip -n`, which remounts
+// /sys) fails, and the /run/netns mount it makes leaks into the host.
 bool in_chroot();
 
 }  // namespace skbsim::sim::measure
