@@ -219,6 +219,26 @@ void Net::free_skb(ExecCtx& ctx, Skb& skb) {
   }
 }
 
+bool Net::rx_csum_known_good(const Skb& skb, std::string_view fn, const std::string& where) {
+  switch (skb.ip_summed) {
+    case IpSummed::kUnnecessary:
+    case IpSummed::kComplete:
+      return true;
+    case IpSummed::kPartial:
+      if (v2620()) {
+        hazard("partial_checksum_delivered",
+               "2.6.20 " + std::string(fn) +
+                   " would verify a CHECKSUM_PARTIAL skb whose checksum field holds only the "
+                   "pseudo-header sum: the real kernel drops it as corrupt",
+               where);
+      }
+      return true;
+    case IpSummed::kNone:
+      break;
+  }
+  return false;
+}
+
 void Net::hazard(const std::string& kind, const std::string& message, const std::string& where) {
   for (const Hazard& h : hazards_) {
     if (h.kind == kind && h.where == where) {

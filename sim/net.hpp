@@ -241,6 +241,11 @@ class Net {
   void drop(ExecCtx& ctx, Skb& skb, DropReason why);
   void free_skb(ExecCtx& ctx, Skb& skb);  // kfree_skb (2.6.20) / consume_skb (6.x): a normal free
   void hazard(const std::string& kind, const std::string& message, const std::string& where);
+  // The receive-side checksum state a transport protocol's rcv function (`fn`, e.g. "udp_rcv")
+  // finds: true when the checksum is known good (CHECKSUM_UNNECESSARY, COMPLETE, or a local
+  // PARTIAL skb, which 6.x skb_csum_unnecessary() accepts and 2.6.20 would drop as corrupt:
+  // reported as a hazard), false for CHECKSUM_NONE (the protocol decides when to verify).
+  bool rx_csum_known_good(const Skb& skb, std::string_view fn, const std::string& where);
   Softnet& softnet(ExecCtx& ctx);
   Host& host_of(const ExecCtx& ctx) const;
 

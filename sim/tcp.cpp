@@ -440,30 +440,13 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   OpCtx o = net.op(ctx);
   const PacketMeta m = meta(skb);
   const bool data = (m.flags & kFlagData) != 0;
-  bool verified = false;
-  switch (skb.ip_summed) {
-    case IpSummed::kUnnecessary:
-    case IpSummed::kComplete:
-      verified = true;
-      break;
-    case IpSummed::kPartial:
-      if (net.v2620()) {
-        net.hazard("partial_checksum_delivered",
-                   "2.6.20 tcp_v4_rcv would verify a CHECKSUM_PARTIAL skb whose checksum field "
-                   "holds only the pseudo-header sum: the real kernel drops it as corrupt",
-                   s.ns->name);
-      }
-      verified = true;  // 6.x: skb_csum_unnecessary() accepts a local PARTIAL skb
-      break;
-    case IpSummed::kNone:
-      if (!net.v2620() || skb.len() <= kChecksumBreak) {
-        // tcp_v4_checksum_init -> __skb_checksum_complete now: 2.6.20 for short skbs (ACKs),
-        // 6.x for everything not already verified.
-        net.charge(ctx, &skb, {.sym = Sym::kSkbChecksumComplete});
-        ops::csum_partial(o, skb.len());
-        verified = true;
-      }
-      break;
+  bool verified = net.rx_csum_known_good(skb, "tcp_v4_rcv", s.ns->name);
+  if (!verified && (!net.v2620() || skb.len() <= kChecksumBreak)) {
+    // tcp_v4_checksum_init -> __skb_checksum_complete now: 2.6.20 for short skbs (ACKs), 6.x
+    // for everything not already verified.
+    net.charge(ctx, &skb, {.sym = Sym::kSkbChecksumComplete});
+    ops::csum_partial(o, skb.len());
+    verified = true;
   }
   net.charge(ctx, &skb, {.sym = Sym::kTcpRcvEstablished});
   // The fast path calls tcp_ack for a pure ACK, and for data only when its ack_seq moves

@@ -145,25 +145,9 @@ void udp_start_sender(Net& net, UdpSock& u) {
 void udp_rcv(Net& net, ExecCtx& ctx, UdpSock& u, Skb& skb) {
   net.charge(ctx, &skb, {.sym = Sym::kUdpRcv});
   PacketMeta& m = meta(skb);
-  bool verified = false;
-  switch (skb.ip_summed) {
-    case IpSummed::kUnnecessary:
-    case IpSummed::kComplete:  // udp4_csum_init: the device's sum checked against the pseudo-header
-      verified = true;
-      break;
-    case IpSummed::kPartial:
-      if (net.v2620()) {
-        net.hazard("partial_checksum_delivered",
-                   "2.6.20 udp_rcv would verify a CHECKSUM_PARTIAL skb whose checksum field holds "
-                   "only the pseudo-header sum: the real kernel drops it as corrupt",
-                   u.ns->name);
-      }
-      verified = true;  // 6.x: udp_skb_csum_unnecessary() accepts a local PARTIAL skb
-      break;
-    case IpSummed::kNone:
-      break;  // skb->csum = the pseudo-header sum; verified while copying to the user
-  }
-  if (verified) {
+  // udp4_csum_init: CHECKSUM_NONE gets skb->csum = the pseudo-header sum and is verified while
+  // copying to the user.
+  if (net.rx_csum_known_good(skb, "udp_rcv", u.ns->name)) {
     m.flags |= kFlagVerified;
   }
   net.charge(ctx, &skb, {.sym = Sym::kUdpQueueRcvSkb});
