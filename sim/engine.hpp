@@ -73,6 +73,10 @@ class Cpu {
   // Busy time up to now: the running task's time counts as it passes, as /proc/stat sees it.
   Time busy_ps() const noexcept;
   bool running() const noexcept { return running_; }
+  // Nothing running and nothing queued: the CPU sits in its idle loop.
+  bool idle() const noexcept {
+    return !running_ && queues_[0].empty() && queues_[1].empty() && queues_[2].empty();
+  }
 
   // Queues a task; it runs as soon as the CPU is free and nothing of a higher level waits.
   void submit(Task t);

@@ -219,6 +219,24 @@ void Net::free_skb(ExecCtx& ctx, Skb& skb) {
   }
 }
 
+void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
+  charge(from, Sym::kScheduleWakeup);
+  const bool ipi = &from.cpu() != &to.cpu() && to.cpu().idle();
+  if (ipi) {
+    charge(from, Sym::kSendIpi);
+  }
+  engine().after_task([this, &to, ipi, fn = std::move(fn)] {
+    to.cpu().submit({&to, [this, &to, ipi, fn] {
+      if (ipi) {
+        charge(to, Sym::kIpiInterrupt);
+      }
+      charge(to, Sym::kSchedule);
+      charge(to, Sym::kSchedule);
+      fn();
+    }});
+  });
+}
+
 bool Net::rx_csum_known_good(const Skb& skb, std::string_view fn, const std::string& where) {
   switch (skb.ip_summed) {
     case IpSummed::kUnnecessary:

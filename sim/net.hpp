@@ -246,6 +246,12 @@ class Net {
   // PARTIAL skb, which 6.x skb_csum_unnecessary() accepts and 2.6.20 would drop as corrupt:
   // reported as a hazard), false for CHECKSUM_NONE (the protocol decides when to verify).
   bool rx_csum_known_good(const Skb& skb, std::string_view fn, const std::string& where);
+  // try_to_wake_up of a sleeping process context `to` from the running context `from`, then
+  // `fn` in `to` once `from`'s task is done. A process that slept costs two context switches
+  // (__schedule: out when it slept, in now, as /proc/stat's ctxt counts them); a wake-up of a
+  // task on another CPU that is idle also costs the IPI (the waker sends it; the woken CPU takes
+  // the interrupt and leaves its idle loop). Idle is judged when the waker runs.
+  void wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn);
   Softnet& softnet(ExecCtx& ctx);
   Host& host_of(const ExecCtx& ctx) const;
 

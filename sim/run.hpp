@@ -74,6 +74,10 @@ struct FlowSpec {
   std::uint32_t response_size = 1;
   std::uint32_t sender_cpu = 0;    // netperf's CPU
   std::uint32_t receiver_cpu = 0;  // netserver's CPU
+  // iperf3 -b: the sender's target rate in bit/s (0: unlimited, netperf's behaviour) and its
+  // pacing timer (iperf3 --pacing-timer), TCP_STREAM and TCP_MAERTS only.
+  std::uint64_t rate_bps = 0;
+  std::uint32_t pacing_timer_us = 1000;
 };
 
 struct ScenarioSpec {

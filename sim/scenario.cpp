@@ -972,6 +972,24 @@ class Validator {
     fs.mss = static_cast<std::uint32_t>(f.uint_or("mss", 88, 65535 - kTcpIpHeaderBytes, 1448));
     fs.sender_cpu = cpu_of(f, "sender_cpu", spec().namespaces[from].host);
     fs.receiver_cpu = cpu_of(f, "receiver_cpu", spec().namespaces[to].host);
+    for (std::string_view k : {"rate_mbps", "pacing_timer_us"}) {
+      if ((rr || udp) && f.has(k)) {
+        f.child(k).fail("expected no \"" + std::string(k) + "\" in a " +
+                        std::string(traffic_type_name(test_)) +
+                        " test (a paced sender, iperf3 -b, is modelled for TCP_STREAM and "
+                        "TCP_MAERTS), got " + shown(f.child(k).node()));
+      }
+    }
+    if (auto r = f.optional_child("rate_mbps")) {
+      fs.rate_bps = static_cast<std::uint64_t>(r->number_in(0.001, 1e6) * 1e6);
+    }
+    fs.pacing_timer_us =
+        static_cast<std::uint32_t>(f.uint_or("pacing_timer_us", 1, 1000000, 1000));
+    if (f.has("pacing_timer_us") && !f.has("rate_mbps")) {
+      f.child("pacing_timer_us").fail(
+          "expected \"rate_mbps\" with \"pacing_timer_us\" (the timer paces a sender that has a "
+          "rate), got no rate");
+    }
     const auto count = f.uint_or("count", 1, 1024, 1);
     check_paths(f, fs, from, to, expect_loop);
     for (std::uint64_t i = 0; i < count; ++i) {

@@ -212,12 +212,50 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
 }
 
 void wake(Net& net, ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
-  net.charge(from, Sym::kScheduleWakeup);
-  net.engine().after_task([&to, fn = std::move(fn)]() mutable { submit(to, std::move(fn)); });
+  net.wake_process(from, to, std::move(fn));
+}
+
+// The application's next send() once one has returned. Unpaced (netperf), at once. Paced (iperf3
+// -b), iperf_check_throttle first: the average rate since the start, bytes written * 8 / elapsed,
+// must be below the target, else the sender sleeps in select() until its pacing timer's next tick
+// (every --pacing-timer from the start) and checks again. The timer's wake-up (hrtimer interrupt,
+// try_to_wake_up of the sleeping sender on its own CPU) is charged to the sender.
+void throttle_check(Net& net, TcpSock& s) {
+  const Time now = net.engine().now();
+  const Time elapsed = now - s.app_start;
+  const double bits = static_cast<double>(s.stats.bytes_sent) * 8.0;
+  if (elapsed > 0 &&
+      bits * static_cast<double>(kPsPerSec) < static_cast<double>(s.params.rate_bps) *
+                                                  static_cast<double>(elapsed)) {
+    submit(*s.proc, [&net, &s] { sendmsg_task(net, s); });
+    return;
+  }
+  const Time tick = static_cast<Time>(s.params.pacing_timer_us) * kPsPerUs;
+  const Time next = s.app_start + (elapsed / tick + 1) * tick;
+  ++s.pacing_sleeps;
+  net.engine().at(next, [&net, &s] {
+    submit(*s.proc, [&net, &s] {
+      net.charge(*s.proc, Sym::kScheduleWakeup);  // the pacing timer wakes the sender
+      net.charge(*s.proc, Sym::kSchedule);        // which had switched out to sleep
+      net.charge(*s.proc, Sym::kSchedule);        // and switches in
+      throttle_check(net, s);
+    });
+  });
+}
+
+void next_send(Net& net, TcpSock& s) {
+  if (s.params.rate_bps == 0) {
+    net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { sendmsg_task(net, s); }); });
+    return;
+  }
+  net.engine().after_task([&net, &s] { throttle_check(net, s); });
 }
 
 void sendmsg_task(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
+  if (s.app_start < 0) {
+    s.app_start = net.engine().now();
+  }
   if (s.to_send == 0) {
     return;
   }
@@ -237,7 +275,7 @@ void sendmsg_task(Net& net, TcpSock& s) {
     s.pending = left;
     return;
   }
-  net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { sendmsg_task(net, s); }); });
+  next_send(net, s);
 }
 
 void resume_sendmsg(Net& net, TcpSock& s) {
@@ -250,7 +288,7 @@ void resume_sendmsg(Net& net, TcpSock& s) {
     s.writer_blocked = true;
     return;
   }
-  net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { sendmsg_task(net, s); }); });
+  next_send(net, s);
 }
 
 void tcp_send_ack(Net& net, ExecCtx& ctx, TcpSock& s) {

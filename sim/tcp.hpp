@@ -33,6 +33,8 @@ struct TcpParams {
   std::uint32_t sndbuf = 131072;  // sk_sndbuf (netperf -s)
   std::uint32_t rcvbuf = 131072;  // sk_rcvbuf (netperf -S)
   std::uint32_t send_size = 16384;  // netperf -m
+  std::uint64_t rate_bps = 0;       // iperf3 -b; 0: send as fast as the socket takes it
+  std::uint32_t pacing_timer_us = 1000;  // iperf3 --pacing-timer
 };
 
 struct TcpStats {
@@ -86,6 +88,8 @@ struct TcpSock {
   bool writer_blocked = false;
   std::uint32_t pending = 0;  // bytes of the current send() not yet copied
   std::uint64_t to_send = std::numeric_limits<std::uint64_t>::max();
+  Time app_start = -1;  // a paced sender's start (iperf3's start_time)
+  std::uint64_t pacing_sleeps = 0;  // times the paced sender waited for its timer
 
   // receiver
   std::uint32_t rcv_nxt = 0;

@@ -24,9 +24,9 @@ void write_space(OpCtx& o, Sock& sk) {
     return;
   }
   u.writer_blocked = false;
-  o.ledger.record({.sym = Sym::kScheduleWakeup});
   Net& net = *u.net;
-  net.engine().after_task([&net, &u] { submit(*u.proc, [&net, &u] { sendmsg_task(net, u); }); });
+  (void)o;  // the freeing context is the engine's running one
+  net.wake_process(*net.engine().current_ctx(), *u.proc, [&net, &u] { sendmsg_task(net, u); });
 }
 
 // One send() of netperf's UDP_STREAM loop: udp_sendmsg -> ip_append_data -> ip_push_pending_frames.
@@ -167,8 +167,7 @@ void udp_rcv(Net& net, ExecCtx& ctx, UdpSock& u, Skb& skb) {
   u.receive_queue.push_back(skb);
   if (u.reader_blocked) {
     u.reader_blocked = false;
-    net.charge(ctx, Sym::kScheduleWakeup);  // sk_data_ready
-    net.engine().after_task([&net, &u] { submit(*u.proc, [&net, &u] { recvmsg_task(net, u); }); });
+    net.wake_process(ctx, *u.proc, [&net, &u] { recvmsg_task(net, u); });  // sk_data_ready
   }
 }
 

@@ -14,6 +14,7 @@
 #include "sim/examples.hpp"
 #include "sim/features.hpp"
 #include "sim/run.hpp"
+#include "sim/scenario.hpp"
 #include "skbsim/ledger.hpp"
 #include "skbsim/symbols.hpp"
 
@@ -299,6 +300,92 @@ TEST(Bridge, ForwardingDatabaseNamesThePortTowardsEachAddress) {
   EXPECT_EQ(by_addr.count(ipv4(10, 0, 0, 1)), 0U);      // A's own: passed up, not forwarded
   const RunResult& r = cached("stream_bridge_2620");
   EXPECT_EQ(cell(host(r, "A"), Sym::kSkbClone).calls, r.segments);  // TCP's clones only
+}
+
+// ---- a paced sender (iperf3 -b) and the cost of sleeping ---------------------------------------
+
+namespace paced {
+
+ScenarioSpec veth_at(double mbps) {
+  ScenarioSpec s = shortened(veth6x());
+  s.duration_s = 0.05;
+  s.warmup_s = 0.02;
+  for (FlowSpec& f : s.flows) {
+    f.send_size = 131072;  // iperf3's -l
+    f.rate_bps = static_cast<std::uint64_t>(mbps * 1e6);
+  }
+  return s;
+}
+
+}  // namespace paced
+
+// iperf_check_throttle: the average since the start is held at the target, so a rate well below
+// what the path carries is what arrives.
+TEST(PacedSender, HoldsTheTargetRateItCanReach) {
+  const RunResult unpaced = run_scenario(paced::veth_at(0));
+  ASSERT_GT(unpaced.throughput_mbps, 2000.0);
+  for (double mbps : {200.0, 1000.0}) {
+    const RunResult r = run_scenario(paced::veth_at(mbps));
+    EXPECT_NEAR(r.throughput_mbps, mbps, mbps * 0.05) << mbps << " Mbit/s";
+  }
+}
+
+// Above what the path carries the throttle never closes: the same as unpaced, within a segment's
+// worth of timing.
+TEST(PacedSender, AboveThePathsCapacityIsUnpaced) {
+  const RunResult unpaced = run_scenario(paced::veth_at(0));
+  const RunResult r = run_scenario(paced::veth_at(unpaced.throughput_mbps * 10));
+  EXPECT_NEAR(r.throughput_mbps, unpaced.throughput_mbps, unpaced.throughput_mbps * 0.02);
+}
+
+// Each time the sender is ahead it sleeps until its pacing timer ticks: a wake-up and two context
+// switches (__schedule) it does not pay unpaced, so a paced byte costs more.
+TEST(PacedSender, SleepingOnItsTimerCostsContextSwitches) {
+  const RunResult unpaced = run_scenario(paced::veth_at(0));
+  const RunResult r = run_scenario(paced::veth_at(500));
+  const HostResult& a = r.hosts.front();
+  const HostResult& u = unpaced.hosts.front();
+  const double sw = per_segment(r, cell(a, Sym::kSchedule).calls);
+  const double sw_unpaced = per_segment(unpaced, cell(u, Sym::kSchedule).calls);
+  EXPECT_GT(sw, sw_unpaced * 1.5) << sw << " against " << sw_unpaced;
+  EXPECT_GT(a.service_demand_us_per_kb, u.service_demand_us_per_kb);
+}
+
+// try_to_wake_up of a reader on another CPU: an IPI only when that CPU sits idle
+// (ttwu_queue_wakelist / 2.6.20 resched_task), never for a task on the waker's own CPU; every
+// wake-up of a sleeping process costs two context switches.
+TEST(WakeUp, IpiOnlyToAnIdleRemoteCpuAndTwoSwitchesPerSleep) {
+  // one 2-CPU host, client and server namespaces joined by a veth pair
+  ScenarioSpec same =
+      load_scenario(std::string(SKBSIM_SOURCE_DIR) +
+                    "/scenarios/measured/vm-2core/direct-on-unlimited.json")
+          .spec;
+  same.duration_s = 0.03;
+  same.warmup_s = 0.01;
+  for (FlowSpec& f : same.flows) {
+    f.rate_bps = 300'000'000;
+  }
+  ScenarioSpec apart = same;
+  for (FlowSpec& f : same.flows) {
+    f.receiver_cpu = f.sender_cpu;
+  }
+  for (FlowSpec& f : apart.flows) {
+    f.receiver_cpu = f.sender_cpu == 0 ? 1 : 0;
+  }
+  const RunResult rs = run_scenario(same);
+  const RunResult ra = run_scenario(apart);
+  const HostResult& hs = rs.hosts.front();
+  const HostResult& ha = ra.hosts.front();
+  EXPECT_EQ(cell(hs, Sym::kSendIpi).calls, 0U);
+  EXPECT_GT(cell(ha, Sym::kSendIpi).calls, 0U);
+  EXPECT_EQ(cell(ha, Sym::kSendIpi).calls, cell(ha, Sym::kIpiInterrupt).calls);
+  EXPECT_LE(cell(ha, Sym::kSendIpi).calls, cell(ha, Sym::kScheduleWakeup).calls);
+  for (const HostResult* h : {&hs, &ha}) {
+    // two per wake-up, whether by another context or by the pacing timer (which charges its
+    // try_to_wake_up to the sender itself)
+    EXPECT_EQ(cell(*h, Sym::kSchedule).calls % 2, 0U);
+    EXPECT_GE(cell(*h, Sym::kSchedule).calls, cell(*h, Sym::kScheduleWakeup).calls);
+  }
 }
 
 }  // namespace

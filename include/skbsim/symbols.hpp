@@ -152,7 +152,14 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   /* process and system */                                                                  \
   X(kSysSendto, "sys_sendto", kOther)                                                       \
   X(kSysRecvfrom, "sys_recvfrom", kOther)                                                   \
-  X(kScheduleWakeup, "try_to_wake_up", kOther)
+  X(kScheduleWakeup, "try_to_wake_up", kOther)                                              \
+  /* a context switch, counted per switch as /proc/stat ctxt counts them */                 \
+  X(kSchedule, "__schedule", kOther)                                                        \
+  /* waking a task on another, idle CPU: 2.6.20 resched_task -> smp_send_reschedule, 6.x */ \
+  /* ttwu_queue_wakelist -> send_call_function_single_ipi; the receiving CPU's interrupt */ \
+  /* (6.x sysvec_call_function_single) leaves the idle loop (tick_nohz_idle_exit) */        \
+  X(kSendIpi, "smp_send_reschedule", kOther)                                                \
+  X(kIpiInterrupt, "smp_reschedule_interrupt", kOther)
 
 enum class Sym : std::uint16_t {
 #define SKBSIM_SYM_ENUM(e, name, group) e,
