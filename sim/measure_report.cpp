@@ -429,6 +429,9 @@ ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t 
   const auto cpu = [cpus](int c) { return c >= 0 && static_cast<std::uint32_t>(c) < cpus ? c : 0; };
   flow["sender_cpu"] = cpu(ctx.client_cpu);
   flow["receiver_cpu"] = cpu(ctx.server_cpu);
+  if (r.config.rate_mbps) {
+    flow["rate_mbps"] = *r.config.rate_mbps;  // iperf3 -b, paced as iperf3 paces (1 ms timer)
+  }
   return flow;
 }
 
@@ -440,17 +443,10 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
   ref["tolerance_pct"] = 20;
   ref["host"] = "M";
   if (!r.runs.empty()) {
-    if (!r.config.rate_mbps) {
-      ref["throughput_mbps"] =
-          rounded(spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median, 2);
-      ref["cpu_util_pct"] =
-          rounded(spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median, 3);
-    } else {
-      ref["comment"] =
-          "iperf3 -b " + short_number(*r.config.rate_mbps) +
-          "M: the model's TCP_STREAM has no rate limit, so only the service demand is compared "
-          "(throughput and CPU are in the measurement file)";
-    }
+    ref["throughput_mbps"] =
+        rounded(spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median, 2);
+    ref["cpu_util_pct"] =
+        rounded(spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median, 3);
     ref["service_demand_us_per_kb"] =
         rounded(spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median, 5);
   }

@@ -312,13 +312,15 @@ TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
   }
 }
 
-TEST(MeasureReport, AFixedRateReferenceHasOnlyTheServiceDemand) {
+// iperf3 -b: the scenario's flow is paced the same way (rate_mbps), so all three figures compare.
+TEST(MeasureReport, AFixedRateScenarioPacesItsFlowAndKeepsEveryFigure) {
   ConfigResult r = sample_result(Topology::kDirect);
   r.config.rate_mbps = 1000;
   EXPECT_EQ(r.config.name(), "direct-off-1000mbps");
   const auto doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
-  EXPECT_FALSE(doc["reference"].contains("throughput_mbps"));
-  EXPECT_FALSE(doc["reference"].contains("cpu_util_pct"));
+  EXPECT_EQ(doc["traffic"]["flows"][0]["rate_mbps"], 1000.0);
+  EXPECT_TRUE(doc["reference"].contains("throughput_mbps"));
+  EXPECT_TRUE(doc["reference"].contains("cpu_util_pct"));
   EXPECT_TRUE(doc["reference"].contains("service_demand_us_per_kb"));
 }
 
