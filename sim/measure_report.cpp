@@ -415,7 +415,9 @@ std::optional<long long> buffer_max(const ConfigResult& r, const char* key) {
 }
 
 ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t cpus) {
-  ojson flow = {{"from", "M/client"}, {"to", "M/server"}, {"send_size", 131072}};  // iperf3 -l
+  // iperf3 -l: the client's write size and the server's read size
+  ojson flow = {
+      {"from", "M/client"}, {"to", "M/server"}, {"send_size", 131072}, {"recv_size", 131072}};
   if (auto w = buffer_max(r, "client/net.ipv4.tcp_wmem")) {
     flow["sndbuf"] = *w;
   }

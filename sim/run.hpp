@@ -78,6 +78,7 @@ struct FlowSpec {
   // pacing timer (iperf3 --pacing-timer), TCP_STREAM and TCP_MAERTS only.
   std::uint64_t rate_bps = 0;
   std::uint32_t pacing_timer_us = 1000;
+  std::uint32_t recv_size = 0;  // bytes per recv() (netperf -M, iperf3 -l); 0: all that is queued
 };
 
 struct ScenarioSpec {

@@ -983,6 +983,13 @@ class Validator {
     if (auto r = f.optional_child("rate_mbps")) {
       fs.rate_bps = static_cast<std::uint64_t>(r->number_in(0.001, 1e6) * 1e6);
     }
+    if ((rr || udp) && f.has("recv_size")) {
+      f.child("recv_size").fail("expected no \"recv_size\" in a " +
+                                std::string(traffic_type_name(test_)) +
+                                " test (its reader takes each message or datagram whole), got " +
+                                shown(f.child("recv_size").node()));
+    }
+    fs.recv_size = static_cast<std::uint32_t>(f.uint_or("recv_size", 1, 1U << 30, 0));
     fs.pacing_timer_us =
         static_cast<std::uint32_t>(f.uint_or("pacing_timer_us", 1, 1000000, 1000));
     if (f.has("pacing_timer_us") && !f.has("rate_mbps")) {

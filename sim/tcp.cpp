@@ -394,30 +394,43 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   }
 }
 
+// One recv() of at most recv_size bytes (0: whatever is queued): tcp_recvmsg copies from the head
+// of the receive queue, a partly read skb staying at the head, and ends with tcp_cleanup_rbuf.
+// A reader that finds more queued reads again at once (iperf3 reads until EAGAIN, netperf loops
+// on recv()); one that emptied the queue sleeps until tcp_data wakes it.
 void tcp_recvmsg_task(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
   net.charge(ctx, Sym::kSysRecvfrom);
   net.charge(ctx, Sym::kTcpRecvmsg);
-  while (!s.receive_queue.empty()) {
+  std::uint64_t budget = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                                 : s.params.recv_size;
+  while (!s.receive_queue.empty() && budget > 0) {
     Skb& skb = s.receive_queue.front();
-    s.receive_queue.pop_front();
     const PacketMeta& m = meta(skb);
-    const std::uint32_t payload = m.end_seq - m.seq;
+    const bool first_touch = static_cast<std::int32_t>(s.copied_seq - m.seq) <= 0;
+    const std::uint32_t from = first_touch ? m.seq : s.copied_seq;
+    const std::uint32_t take =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(m.end_seq - from, budget));
     if ((m.flags & kFlagVerified) != 0) {
-      net.charge(ctx, &skb, {.sym = Sym::kSkbCopyDatagramIovec, .copied = payload});
+      net.charge(ctx, &skb, {.sym = Sym::kSkbCopyDatagramIovec, .copied = take});
     } else {
       // 2.6.20 tcp_copy_to_iovec into a waiting reader: skb_copy_and_csum_datagram_iovec sums
       // the header and copies-and-sums the payload in one pass.
-      net.charge(ctx, &skb, {.sym = Sym::kSkbCopyAndCsumDatagramIovec, .fused = payload});
-      OpCtx o = net.op(ctx);
-      ops::csum_partial(o, kTcpHeader);
+      net.charge(ctx, &skb, {.sym = Sym::kSkbCopyAndCsumDatagramIovec, .fused = take});
+      if (first_touch) {
+        OpCtx o = net.op(ctx);
+        ops::csum_partial(o, kTcpHeader);
+      }
     }
-    s.copied_seq = m.end_seq;
-    s.stats.bytes_received += payload;
-    net.free_skb(ctx, skb);
-    rr_read(s, payload);
+    s.copied_seq = from + take;
+    s.stats.bytes_received += take;
+    budget -= take;
+    if (s.copied_seq == m.end_seq) {
+      s.receive_queue.pop_front();
+      net.free_skb(ctx, skb);
+    }
+    rr_read(s, take);
   }
-  s.reader_blocked = true;
   // tcp_cleanup_rbuf(): the ACK __tcp_ack_snd_check deferred (one is scheduled and more than one
   // MSS is unacknowledged), or a window update when the window now open is at least twice the
   // one last advertised.
@@ -428,6 +441,11 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
   }
   if (s.to_send != 0 && s.rr.in_size != 0) {
     sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
+  }
+  if (s.receive_queue.empty()) {
+    s.reader_blocked = true;
+  } else {
+    net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
   }
 }
 

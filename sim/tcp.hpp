@@ -35,6 +35,7 @@ struct TcpParams {
   std::uint32_t send_size = 16384;  // netperf -m
   std::uint64_t rate_bps = 0;       // iperf3 -b; 0: send as fast as the socket takes it
   std::uint32_t pacing_timer_us = 1000;  // iperf3 --pacing-timer
+  std::uint32_t recv_size = 0;      // bytes per recv() (netperf -M, iperf3 -l); 0: all queued
 };
 
 struct TcpStats {

@@ -388,5 +388,25 @@ TEST(WakeUp, IpiOnlyToAnIdleRemoteCpuAndTwoSwitchesPerSleep) {
   }
 }
 
+// tcp_recvmsg copies at most the recv() size, leaving the rest of a large (GRO or GSO) skb at the
+// head of the queue: as many recv() calls as the bytes need, nothing lost, nothing leaked.
+TEST(RecvSize, EachRecvTakesAtMostItsSizeAndPartlyReadSkbsStay) {
+  ScenarioSpec s = paced::veth_at(0);
+  for (FlowSpec& f : s.flows) {
+    f.recv_size = 4000;  // smaller than an MSS pair, larger than one: splits skbs
+  }
+  const RunResult r = run_scenario(s);
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+  EXPECT_EQ(r.total_bytes_sent, r.total_bytes_received + r.total_bytes_dropped);
+  const HostResult& b = host(r, "B");
+  const auto recvs = cell(b, Sym::kSysRecvfrom).calls;
+  const auto copied = cell(b, Sym::kSkbCopyDatagramIovec).bytes();
+  ASSERT_GT(copied, 0U);
+  EXPECT_GE(recvs * 4000, copied);
+  EXPECT_GT(cell(b, Sym::kSkbCopyDatagramIovec).calls, recvs / 2);
+  const RunResult whole = run_scenario(paced::veth_at(0));
+  EXPECT_LT(cell(host(whole, "B"), Sym::kSysRecvfrom).calls * 4, recvs);
+}
+
 }  // namespace
 }  // namespace skbsim::sim
