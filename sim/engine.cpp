@@ -55,6 +55,7 @@ void Cpu::dispatch() {
     Task t = std::move(q.front());
     q.pop_front();
     running_ = true;
+    running_ctx_ = t.ctx;
     Engine& e = *engine_;
     e.current_ = t.ctx;
     t.run();

@@ -73,6 +73,8 @@ class Cpu {
   // Busy time up to now: the running task's time counts as it passes, as /proc/stat sees it.
   Time busy_ps() const noexcept;
   bool running() const noexcept { return running_; }
+  // The context whose task holds the CPU now (its time has not passed yet); null when idle.
+  const ExecCtx* running_ctx() const noexcept { return running_ ? running_ctx_ : nullptr; }
   // Nothing running and nothing queued: the CPU sits in its idle loop.
   bool idle() const noexcept {
     return !running_ && queues_[0].empty() && queues_[1].empty() && queues_[2].empty();
@@ -90,6 +92,7 @@ class Cpu {
   std::uint32_t index_;
   std::array<std::deque<Task>, 3> queues_;
   bool running_ = false;
+  const ExecCtx* running_ctx_ = nullptr;
   bool kick_pending_ = false;
   std::vector<std::function<void()>> conts_;          // the running task's hand-offs
   std::vector<std::function<void()>> running_conts_;  // being run at its completion

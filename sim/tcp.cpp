@@ -170,6 +170,11 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   net.ip_queue_xmit(ctx, *s.ns, *c);
 }
 
+// tcp_tso_should_defer's full-sized TSO skb: 2.6.20 compares the window with 65536 bytes, 6.x
+// with max_segs * mss_cache (gso_max_segs 65535: in effect gso_max_size, 65536 on veth and most
+// NICs without BIG TCP).
+constexpr std::uint32_t kTsoDeferFull = 65536;
+
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
   net.charge(ctx, Sym::kTcpWriteXmit);
   OpCtx o = net.op(ctx);
@@ -182,12 +187,16 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
     // tcp_minshall_check(): an earlier sub-MSS segment is still unacknowledged.
     const bool small_unacked = static_cast<std::int32_t>(s.snd_sml - s.snd_una) > 0 &&
                                static_cast<std::int32_t>(s.snd_sml - s.snd_nxt) <= 0;
+    // The window left for this skb (the model has no congestion window: the steady state's is
+    // the receiver's window).
+    const std::uint32_t limit = s.snd_una + s.snd_wnd - m.seq;
     if (is_last && in_flight &&
-        ((len < s.params.mss && small_unacked) || (len < s.size_goal && s.to_send != 0))) {
+        ((len < s.params.mss && small_unacked) ||
+         (len > s.params.mss && len < s.size_goal && s.to_send != 0 && limit < kTsoDeferFull))) {
       // Nagle (Minshall's variant) holds a sub-MSS tail while an earlier small segment is in
-      // flight; a GSO skb still short of its size goal waits for the writer to fill it
-      // (tcp_tso_should_defer, and the MSS-multiple split of tcp_write_xmit that leaves no runt
-      // on the wire).
+      // flight (tcp_nagle_test, for a one-segment skb). A GSO skb still short of its size goal
+      // waits for the writer to fill it only when the window would not take a full-sized one
+      // (tcp_tso_should_defer: "If a full-sized TSO skb can be sent, do it", both versions).
       break;
     }
     if (m.end_seq - s.snd_una > s.snd_wnd) {
@@ -324,7 +333,13 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
   const std::int64_t space = static_cast<std::int64_t>(s.params.sndbuf) - s.wmem_queued;
   if (s.writer_blocked && space >= s.wmem_queued / 2) {  // sk_stream_write_space
     s.writer_blocked = false;
-    wake(net, ctx, *s.proc, [&net, &s] { resume_sendmsg(net, s); });
+    if (s.in_release) {
+      // the ACKs the call's own release_sock ran freed the space: it never slept
+      net.engine().after_task(
+          [&net, &s] { submit(*s.proc, [&net, &s] { resume_sendmsg(net, s); }); });
+    } else {
+      wake(net, ctx, *s.proc, [&net, &s] { resume_sendmsg(net, s); });
+    }
   }
 }
 
@@ -374,13 +389,41 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   if (verified) {
     m.flags |= kFlagVerified;
   }
-  s.rcv_nxt = m.end_seq;
   ops::set_owner_r(o, skb, s.sk);
+  if (m.seq != s.rcv_nxt) {
+    // tcp_data_queue_ofo: an skb that overtook an earlier one (sent from another CPU, whose
+    // backlog ran first) waits in sequence order for the hole to fill, and the receiver ACKs at
+    // once (__tcp_ack_snd_check: out-of-order data). Loss, SACK and retransmission are not
+    // modelled: the duplicate ACK only costs its sending.
+    net.charge(ctx, &skb, {.sym = Sym::kTcpDataQueueOfo});
+    auto it = s.ofo_queue.begin();
+    while (it != s.ofo_queue.end() && static_cast<std::int32_t>(meta(*it).seq - m.seq) < 0) {
+      ++it;
+    }
+    s.ofo_queue.insert(it, skb);
+    tcp_send_ack(net, ctx, s);
+    return;
+  }
+  s.rcv_nxt = m.end_seq;
   s.receive_queue.push_back(skb);
   s.unacked_segs += std::max(1U, skb.shinfo().gso_segs);
+  // tcp_ofo_queue: what waited for this one moves to the receive queue
+  while (!s.ofo_queue.empty() && meta(s.ofo_queue.front()).seq == s.rcv_nxt) {
+    Skb& next = s.ofo_queue.front();
+    s.ofo_queue.pop_front();
+    s.rcv_nxt = meta(next).end_seq;
+    s.receive_queue.push_back(next);
+    s.unacked_segs += std::max(1U, next.shinfo().gso_segs);
+  }
   if (s.reader_blocked) {
     s.reader_blocked = false;
-    wake(net, ctx, *s.proc, [&net, &s] { tcp_recvmsg_task(net, s); });
+    if (s.in_release) {
+      // tcp_recvmsg flushes the backlog and reads on without sleeping (__sk_flush_backlog)
+      net.engine().after_task(
+          [&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
+    } else {
+      wake(net, ctx, *s.proc, [&net, &s] { tcp_recvmsg_task(net, s); });
+    }
   }
   // __tcp_ack_snd_check(): ACK now when more than one full frame is unacknowledged and the window
   // to advertise has not shrunk since the last ACK (__tcp_select_window() >= rcv_wnd, both
@@ -491,19 +534,12 @@ void tcp_start_rr(Net& net, TcpSock& client) {
   submit(*client.proc, [&net, &client] { sendmsg_task(net, client); });
 }
 
-void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
-  net.charge(ctx, &skb, {.sym = Sym::kTcpV4Rcv});
-  OpCtx o = net.op(ctx);
+namespace {
+
+// tcp_rcv_established and what follows it, in the softirq or, from the backlog, in the process.
+void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   const PacketMeta m = meta(skb);
   const bool data = (m.flags & kFlagData) != 0;
-  bool verified = net.rx_csum_known_good(skb, "tcp_v4_rcv", s.ns->name);
-  if (!verified && (!net.v2620() || skb.len() <= kChecksumBreak)) {
-    // tcp_v4_checksum_init -> __skb_checksum_complete now: 2.6.20 for short skbs (ACKs), 6.x
-    // for everything not already verified.
-    net.charge(ctx, &skb, {.sym = Sym::kSkbChecksumComplete});
-    ops::csum_partial(o, skb.len());
-    verified = true;
-  }
   net.charge(ctx, &skb, {.sym = Sym::kTcpRcvEstablished});
   // The fast path calls tcp_ack for a pure ACK, and for data only when its ack_seq moves
   // snd_una (a stream's receiver never does; a TCP_RR answer does).
@@ -517,6 +553,51 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   net.free_skb(ctx, skb);
 }
 
+// release_sock -> __release_sock: the backlog, in the owner's context (sk_backlog_rcv =
+// tcp_v4_do_rcv), after the call that owned the socket.
+void release_sock(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  s.release_pending = false;
+  s.in_release = true;
+  while (!s.backlog.empty()) {
+    Skb& skb = s.backlog.front();
+    s.backlog.pop_front();
+    net.charge(ctx, &skb, {.sym = Sym::kTcpV4DoRcv});
+    tcp_rcv(net, ctx, s, skb, (meta(skb).flags & kFlagVerified) != 0);
+  }
+  s.in_release = false;
+}
+
+}  // namespace
+
+void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
+  net.charge(ctx, &skb, {.sym = Sym::kTcpV4Rcv});
+  OpCtx o = net.op(ctx);
+  bool verified = net.rx_csum_known_good(skb, "tcp_v4_rcv", s.ns->name);
+  if (!verified && (!net.v2620() || skb.len() <= kChecksumBreak)) {
+    // tcp_v4_checksum_init -> __skb_checksum_complete now: 2.6.20 for short skbs (ACKs), 6.x
+    // for everything not already verified.
+    net.charge(ctx, &skb, {.sym = Sym::kSkbChecksumComplete});
+    ops::csum_partial(o, skb.len());
+    verified = true;
+  }
+  // sock_owned_by_user: the application's call holds the socket on its CPU right now. (On the
+  // same CPU the model runs the softirq after the call, when the socket is free again.)
+  if (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu()) {
+    net.charge(ctx, &skb, {.sym = Sym::kSkAddBacklog});
+    if (verified) {
+      meta(skb).flags |= kFlagVerified;
+    }
+    s.backlog.push_back(skb);
+    if (!s.release_pending) {
+      s.release_pending = true;
+      submit(*s.proc, [&net, &s] { release_sock(net, s); });
+    }
+    return;
+  }
+  tcp_rcv(net, ctx, s, skb, verified);
+}
+
 void tcp_close(Net& net, ExecCtx& ctx, TcpSock& s) {
   OpCtx o = net.op(ctx);
   while (!s.write_queue.empty()) {
@@ -526,10 +607,12 @@ void tcp_close(Net& net, ExecCtx& ctx, TcpSock& s) {
     net.free_skb(ctx, skb);
   }
   s.send_head = nullptr;
-  while (!s.receive_queue.empty()) {
-    Skb& skb = s.receive_queue.front();
-    s.receive_queue.pop_front();
-    net.free_skb(ctx, skb);
+  for (SkbQueue* q : {&s.receive_queue, &s.ofo_queue, &s.backlog}) {
+    while (!q->empty()) {
+      Skb& skb = q->front();
+      q->pop_front();
+      net.free_skb(ctx, skb);
+    }
   }
   if (s.page != nullptr) {
     ops::put_page(o, *s.page);

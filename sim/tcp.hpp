@@ -101,8 +101,16 @@ struct TcpSock {
   bool delack_armed = false;
   std::uint64_t delack_gen = 0;
   SkbQueue receive_queue;
+  SkbQueue ofo_queue;  // out_of_order_queue, in sequence order
   bool reader_blocked = true;
   RrApp rr;
+
+  // lock_sock: while the application's task runs (a send or recv call), softirq deliveries from
+  // other CPUs wait on the socket's backlog (tcp_add_backlog) for release_sock, which runs them
+  // in the process's context once its task is done.
+  SkbQueue backlog;
+  bool release_pending = false;
+  bool in_release = false;
 
   bool matches(const PacketMeta& m) const noexcept {
     return m.daddr == saddr && m.dport == sport && m.saddr == daddr && m.sport == dport;

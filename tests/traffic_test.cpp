@@ -152,12 +152,15 @@ TEST(TcpMaerts, DataFlowsToNetperfAndIpForwardCopiesNothing) {
 
 // 2.6.20 ip_forward sets CHECKSUM_NONE on what the e1000 had verified, and etun marks nothing:
 // the container's tcp_recvmsg copies-and-checksums every payload byte
-// (skb_copy_and_csum_datagram_iovec).
+// (skb_copy_and_csum_datagram_iovec). Only an skb of at most 76 bytes at tcp_v4_rcv (32 of TCP
+// header with timestamps: a tail of at most 44 payload bytes) is verified at once by
+// tcp_v4_checksum_init and then copied plainly.
 TEST(TcpMaerts, ContainerReceiverVerifiesEveryPayloadByteIn2620) {
   const RunResult& r = cached("maerts_container_2620");
   const HostResult& a = host(r, "A");
   EXPECT_GE(per_segment(r, cell(a, Sym::kSkbCopyAndCsumDatagramIovec).bytes()), 1448 * 0.98);
-  EXPECT_EQ(cell(a, Sym::kSkbCopyDatagramIovec).calls, 0U);
+  const LedgerCell& plain = cell(a, Sym::kSkbCopyDatagramIovec);
+  EXPECT_LE(plain.bytes(), plain.calls * 44U);
 }
 
 // ---- UDP_STREAM ---------------------------------------------------------------------------------
@@ -406,6 +409,34 @@ TEST(RecvSize, EachRecvTakesAtMostItsSizeAndPartlyReadSkbsStay) {
   EXPECT_GT(cell(b, Sym::kSkbCopyDatagramIovec).calls, recvs / 2);
   const RunResult whole = run_scenario(paced::veth_at(0));
   EXPECT_LT(cell(host(whole, "B"), Sym::kSysRecvfrom).calls * 4, recvs);
+}
+
+// tcp_v4_rcv with sock_owned_by_user: what another CPU delivers while the application's call
+// holds the socket waits on the backlog and runs once, in the owner's release_sock (tcp_v4_do_rcv).
+// On one CPU the softirq never finds the socket held (the model runs it after the call).
+TEST(SocketBacklog, DeliveriesFromAnotherCpuWaitForReleaseSock) {
+  ScenarioSpec apart = load_scenario(std::string(SKBSIM_SOURCE_DIR) +
+                                     "/scenarios/measured/vm-2core/direct-on-unlimited.json")
+                           .spec;
+  apart.duration_s = 0.02;
+  apart.warmup_s = 0.005;
+  ScenarioSpec same = apart;
+  for (FlowSpec& f : same.flows) {
+    f.receiver_cpu = f.sender_cpu;
+  }
+  const RunResult ra = run_scenario(apart);
+  const RunResult rs = run_scenario(same);
+  const HostResult& ha = ra.hosts.front();
+  const HostResult& hs = rs.hosts.front();
+  EXPECT_GT(cell(ha, Sym::kSkAddBacklog).calls, 0U);
+  // each backlogged skb is received once; a few may still wait when the window closes
+  EXPECT_LE(cell(ha, Sym::kTcpV4DoRcv).calls, cell(ha, Sym::kSkAddBacklog).calls + 2);
+  EXPECT_GE(cell(ha, Sym::kTcpV4DoRcv).calls + 2, cell(ha, Sym::kSkAddBacklog).calls);
+  EXPECT_EQ(cell(hs, Sym::kSkAddBacklog).calls, 0U);
+  for (const RunResult* r : {&ra, &rs}) {
+    EXPECT_TRUE(r->pool_empty_at_end) << r->leak_report;
+    EXPECT_EQ(r->total_bytes_sent, r->total_bytes_received + r->total_bytes_dropped);
+  }
 }
 
 }  // namespace

@@ -90,6 +90,10 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   X(kTcpV4SendCheck, "tcp_v4_send_check", kChecksum)                                        \
   X(kTcpV4Rcv, "tcp_v4_rcv", kProtocol)                                                     \
   X(kTcpRcvEstablished, "tcp_rcv_established", kProtocol)                                   \
+  /* the socket's backlog while its owner's call holds it (6.x: tcp_add_backlog) */          \
+  X(kSkAddBacklog, "sk_add_backlog", kProtocol)                                             \
+  X(kTcpV4DoRcv, "tcp_v4_do_rcv", kProtocol)                                                \
+  X(kTcpDataQueueOfo, "tcp_data_queue_ofo", kProtocol)                                      \
   X(kTcpAck, "tcp_ack", kProtocol)                                                          \
   X(kTcpSendAck, "tcp_send_ack", kProtocol)                                                 \
   X(kTcpRecvmsg, "tcp_recvmsg", kProtocol)                                                  \
