@@ -143,6 +143,11 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
     J jh;
     jh["cpus_counted"] = h.cpus_counted;
     jh["cpu_util_pct"] = round_to(h.cpu_util_pct, 4);
+    J by_cpu = J::array();
+    for (double b : h.cpu_busy_pct) {
+      by_cpu.push_back(round_to(b, 2));
+    }
+    jh["cpu_busy_pct_by_cpu"] = std::move(by_cpu);
     jh["service_demand_us_per_kb"] = round_to(h.service_demand_us_per_kb, 4);
     if (r.type == TrafficType::kTcpRr) {
       jh["service_demand_us_per_tr"] = round_to(h.service_demand_us_per_tr, 4);
@@ -234,7 +239,11 @@ void print_profile(std::ostream& out, const Scenario& sc, const RunResult& r, st
   const double ghz = sc.preset.clock_ghz();
   for (const auto& h : r.hosts) {
     out << "\n# Host " << h.name << ": " << fixed(h.cpu_util_pct, 2) << "% of " << h.cpus_counted
-        << " CPUs, " << r.segments << " data segments\n";
+        << " CPUs (by CPU:";
+    for (double b : h.cpu_busy_pct) {
+      out << " " << fixed(b, 1) << "%";
+    }
+    out << "), " << r.segments << " data segments\n";
     out << "# Overhead       Calls   Calls/seg  Cycles/seg  Symbol\n";
     const double total = static_cast<double>(h.total.cost_ps);
     const double segs = r.segments > 0 ? static_cast<double>(r.segments) : 1.0;

@@ -328,11 +328,18 @@ RunResult run_scenario(const ScenarioSpec& spec) {
   const Time warm = static_cast<Time>(spec.warmup_s * static_cast<double>(kPsPerSec));
   const Time dur = static_cast<Time>(spec.duration_s * static_cast<double>(kPsPerSec));
   auto snapshot = [&net] {
-    std::vector<std::pair<Time, std::array<LedgerCell, kSymCount>>> snap;
+    struct HostSnap {
+      Time first = 0;  // busy time of all CPUs
+      std::array<LedgerCell, kSymCount> second{};
+      std::vector<Time> by_cpu;
+    };
+    std::vector<HostSnap> snap;
     for (Host* h : net.hosts()) {
       Time busy = 0;
+      std::vector<Time> by_cpu;
       for (auto& c : h->cpus) {
         busy += c->busy_ps();
+        by_cpu.push_back(c->busy_ps());
       }
       std::array<LedgerCell, kSymCount> cells{};
       auto add = [&cells](const ExecCtx& ctx) {
@@ -346,7 +353,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
       for (auto& c : h->other_ctxs) {
         add(*c);
       }
-      snap.emplace_back(busy, cells);
+      snap.push_back({busy, cells, std::move(by_cpu)});
     }
     return snap;
   };
@@ -401,6 +408,11 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     h.name = hosts[i]->name;
     h.cpus_counted = hosts[i]->cpus_counted;
     h.busy_ps = snap1[i].first - snap0[i].first;
+    for (std::size_t c = 0; c < snap1[i].by_cpu.size(); ++c) {
+      h.cpu_busy_pct.push_back(100.0 *
+                               static_cast<double>(snap1[i].by_cpu[c] - snap0[i].by_cpu[c]) /
+                               static_cast<double>(dur));
+    }
     for (std::size_t s = 0; s < kSymCount; ++s) {
       LedgerCell c = snap1[i].second[s];
       c.subtract(snap0[i].second[s]);

@@ -102,6 +102,7 @@ struct HostResult {
   double service_demand_us_per_kb = 0;  // busy us per KB (1024 B) of goodput
   double service_demand_us_per_tr = 0;  // TCP_RR: busy us per transaction
   Time busy_ps = 0;
+  std::vector<double> cpu_busy_pct;  // each CPU's busy share of the window, % (where work ran)
   std::array<LedgerCell, kSymCount> cells{};  // measured window, all contexts of the host
   LedgerCell total;
 };
