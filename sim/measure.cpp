@@ -427,6 +427,15 @@ CpuTicks proc_stat() {
   return measure::parse_proc_stat(read_text("/proc/stat"));
 }
 
+// /proc/stat, /proc/softirqs and /proc/interrupts now; the last two are empty when unreadable.
+measure::ActivitySnapshot activity_snapshot() {
+  measure::ActivitySnapshot a;
+  a.softirqs = measure::parse_proc_softirqs(read_text("/proc/softirqs"));
+  a.interrupts = measure::parse_proc_interrupts(read_text("/proc/interrupts"));
+  a.stat = proc_stat();
+  return a;
+}
+
 // ---- one stream ---------------------------------------------------------------------------------
 
 struct Session {
@@ -558,12 +567,12 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
     rate << *cfg.rate_mbps << "M";
     client.insert(client.end(), {"-b", rate.str()});
   }
-  const CpuTicks stat0 = proc_stat();
+  const measure::ActivitySnapshot snap0 = activity_snapshot();
   const auto t0 = std::chrono::steady_clock::now();
   Process cl = Process::start(client, ss.scratch);
   const std::optional<int> status = cl.wait_for(std::chrono::seconds(ss.settings.duration_s + 30));
   const auto t1 = std::chrono::steady_clock::now();
-  const CpuTicks stat1 = proc_stat();
+  const measure::ActivitySnapshot snap1 = activity_snapshot();
   if (!status) {
     throw MeasureError("iperf3 client: no exit within " +
                        std::to_string(ss.settings.duration_s + 30) + " s");
@@ -617,7 +626,8 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   if (j.contains(P("/end/cpu_utilization_percent"))) {
     f.iperf3_cpu = j.at(P("/end/cpu_utilization_percent"));
   }
-  f.cpu = measure::cpu_usage(stat0, stat1, f.wall_s, ss.ctx.machine.clk_tck);
+  f.cpu = measure::cpu_usage(snap0.stat, snap1.stat, f.wall_s, ss.ctx.machine.clk_tck);
+  f.activity = measure::activity(snap0, snap1, f.wall_s, ss.ctx.machine.clk_tck);
   const double kb = static_cast<double>(f.bytes_received) / 1024.0;
   if (kb <= 0) {
     throw MeasureError("iperf3 client: the server received nothing");
@@ -641,7 +651,15 @@ std::string run_line(const Configuration& cfg, const std::string& which, const R
   s << std::fixed << "skbsim measure: " << cfg.name() << " " << which << ": "
     << std::setprecision(1) << f.throughput_mbps << " Mbit/s, CPU " << f.cpu.non_idle_pct
     << "% (ticks " << f.cpu.ticks_busy_pct << "%), " << std::setprecision(4)
-    << f.service_demand_us_per_kb << " us/KB, " << f.client_out_segs << " segments\n";
+    << f.service_demand_us_per_kb << " us/KB, " << f.client_out_segs << " segments";
+  const double segs = static_cast<double>(std::max<std::int64_t>(1, f.client_out_segs));
+  if (f.activity.interrupts) {
+    s << ", " << static_cast<double>(f.activity.wakeup_ipis()) / segs << " IPI/seg";
+  }
+  if (f.activity.context_switches) {
+    s << ", " << static_cast<double>(*f.activity.context_switches) / segs << " cs/seg";
+  }
+  s << "\n";
   return s.str();
 }
 

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 namespace skbsim::sim::measure {
@@ -44,6 +45,38 @@ ojson spread_json(const std::vector<double>& v, int decimals) {
           {"n", s.n}};
 }
 
+// The interrupt rows in kRecordedInterrupts' order, those present.
+ojson interrupts_json(const std::map<std::string, std::uint64_t>& rows) {
+  ojson o = ojson::object();
+  for (const char* row : kRecordedInterrupts) {
+    const auto it = rows.find(row);
+    if (it != rows.end()) {
+      o[row] = it->second;
+    }
+  }
+  return o;
+}
+
+ojson activity_json(const Activity& a) {
+  ojson cpus = ojson::array();
+  for (const auto& [cpu, c] : a.cpus) {
+    ojson e = {{"cpu", cpu},
+               {"non_idle_pct", rounded(c.non_idle_pct, 3)},
+               {"non_idle_us", rounded(c.non_idle_us, 0)}};
+    if (a.softirqs) {
+      e["net_rx_softirqs"] = c.net_rx_softirqs;
+      e["net_tx_softirqs"] = c.net_tx_softirqs;
+    }
+    if (!c.interrupts.empty()) {
+      e["interrupts"] = interrupts_json(c.interrupts);
+    }
+    cpus.push_back(e);
+  }
+  return {{"context_switches", a.context_switches ? ojson(*a.context_switches) : ojson(nullptr)},
+          {"ipis", a.interrupts ? ojson(a.wakeup_ipis()) : ojson(nullptr)},
+          {"cpus", cpus}};
+}
+
 ojson run_json(const RunFigures& r) {
   ojson ticks = ojson::object();
   for (const auto& [k, v] : r.cpu.tick_deltas) {
@@ -73,6 +106,7 @@ ojson run_json(const RunFigures& r) {
             {"client_retrans_segs", r.client_retrans_segs},
             {"server_in_segs", r.server_in_segs},
             {"server_out_segs", r.server_out_segs}}},
+          {"activity", activity_json(r.activity)},
           {"iperf3_cpu_utilization_percent", r.iperf3_cpu}};
 }
 
@@ -280,6 +314,94 @@ std::vector<double> each(const std::vector<RunFigures>& runs, F figure) {
   return out;
 }
 
+// A count of every run that has it (`count` gives nullopt when a run lacks it) as the spread of
+// its rate per wire segment (client TcpOutSegs) into per_seg[name] and per second into
+// per_s[name]; nothing when no run has it.
+template <typename F>
+void add_rates(ojson& per_seg, ojson& per_s, const std::string& name,
+               const std::vector<RunFigures>& runs, F count) {
+  std::vector<double> seg;
+  std::vector<double> sec;
+  for (const RunFigures& f : runs) {
+    const std::optional<double> n = count(f);
+    if (!n) {
+      continue;
+    }
+    seg.push_back(f.client_out_segs > 0 ? *n / static_cast<double>(f.client_out_segs) : 0.0);
+    sec.push_back(f.wall_s > 0 ? *n / f.wall_s : 0.0);
+  }
+  if (!seg.empty()) {
+    per_seg[name] = spread_json(seg, 6);
+    per_s[name] = spread_json(sec, 1);
+  }
+}
+
+std::optional<double> as_double(std::optional<std::uint64_t> n) {
+  return n ? std::optional<double>(static_cast<double>(*n)) : std::nullopt;
+}
+
+// A count of CPU `cpu` in a run, for add_rates: `get(activity, cpu's activity)`, nullopt when
+// the run lacks the CPU or the count.
+template <typename G>
+auto of_cpu(std::uint32_t cpu, G get) {
+  return [cpu, get](const RunFigures& f) -> std::optional<double> {
+    const auto it = f.activity.cpus.find(cpu);
+    return it == f.activity.cpus.end() ? std::nullopt : as_double(get(f.activity, it->second));
+  };
+}
+
+std::optional<std::uint64_t> interrupt_row(const CpuActivity& c, const char* row) {
+  const auto it = c.interrupts.find(row);
+  return it == c.interrupts.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
+}
+
+// summary.activity: the wake-up and placement counters per wire segment and per second, for the
+// whole machine and per CPU.
+ojson activity_summary_json(const std::vector<RunFigures>& runs) {
+  using Count = std::optional<std::uint64_t>;
+  ojson per_seg = ojson::object();
+  ojson per_s = ojson::object();
+  add_rates(per_seg, per_s, "ipis", runs, [](const RunFigures& f) {
+    return as_double(f.activity.interrupts ? Count(f.activity.wakeup_ipis()) : std::nullopt);
+  });
+  add_rates(per_seg, per_s, "context_switches", runs,
+            [](const RunFigures& f) { return as_double(f.activity.context_switches); });
+  std::set<std::uint32_t> cpu_ids;
+  for (const RunFigures& f : runs) {
+    for (const auto& [cpu, c] : f.activity.cpus) {
+      cpu_ids.insert(cpu);
+    }
+  }
+  ojson cpus = ojson::object();
+  for (std::uint32_t cpu : cpu_ids) {
+    std::vector<double> busy;
+    for (const RunFigures& f : runs) {
+      const auto it = f.activity.cpus.find(cpu);
+      if (it != f.activity.cpus.end()) {
+        busy.push_back(it->second.non_idle_pct);
+      }
+    }
+    ojson cs = ojson::object();
+    ojson cps = ojson::object();
+    add_rates(cs, cps, "net_rx_softirqs", runs,
+              of_cpu(cpu, [](const Activity& a, const CpuActivity& c) {
+                return a.softirqs ? Count(c.net_rx_softirqs) : std::nullopt;
+              }));
+    add_rates(cs, cps, "net_tx_softirqs", runs,
+              of_cpu(cpu, [](const Activity& a, const CpuActivity& c) {
+                return a.softirqs ? Count(c.net_tx_softirqs) : std::nullopt;
+              }));
+    for (const char* row : kRecordedInterrupts) {
+      add_rates(cs, cps, row, runs, of_cpu(cpu, [row](const Activity&, const CpuActivity& c) {
+                  return interrupt_row(c, row);
+                }));
+    }
+    cpus[std::to_string(cpu)] = {
+        {"non_idle_pct", spread_json(busy, 3)}, {"per_segment", cs}, {"per_s", cps}};
+  }
+  return {{"per_segment", per_seg}, {"per_s", per_s}, {"cpus", cpus}};
+}
+
 ojson summary_json(const std::vector<RunFigures>& runs) {
   return {
       {"throughput_mbps", spread_json(each(runs, [](auto& f) { return f.throughput_mbps; }), 2)},
@@ -298,7 +420,8 @@ ojson summary_json(const std::vector<RunFigures>& runs) {
                                                              f.wall_s
                                                        : 0.0;
                                           }),
-                                     0)}};
+                                     0)},
+      {"activity", activity_summary_json(runs)}};
 }
 
 ojson counts_json(const TraceCounts& c, std::int64_t segs, const NetPlan& plan) {
@@ -526,7 +649,8 @@ std::string summary_header() {
   std::ostringstream s;
   s << std::left << std::setw(26) << "configuration" << std::right << std::setw(5) << "runs"
     << std::setw(11) << "Mbit/s" << std::setw(9) << "cpu%" << std::setw(9) << "ticks%"
-    << std::setw(10) << "us/KB" << std::setw(9) << "MAD" << std::setw(8) << "steal%"
+    << std::setw(10) << "us/KB" << std::setw(9) << "MAD" << std::setw(8) << "steal%" << std::setw(9)
+    << "IPI/seg" << std::setw(9) << "cs/seg"
     << "  trace\n";
   return s.str();
 }
@@ -554,6 +678,18 @@ std::string summary_row(const ConfigResult& r) {
       << fixed(spread(cpu).median, 1) << std::setw(9) << fixed(spread(ticks).median, 1)
       << std::setw(10) << fixed(sds.median, 4) << std::setw(9) << fixed(sds.mad, 4) << std::setw(8)
       << fixed(spread(steal).median, 1);
+    std::vector<double> ipis;
+    std::vector<double> cs;
+    for (const RunFigures& f : r.runs) {
+      if (f.activity.interrupts) {
+        ipis.push_back(ratio(f.activity.wakeup_ipis(), f.client_out_segs));
+      }
+      if (f.activity.context_switches) {
+        cs.push_back(ratio(*f.activity.context_switches, f.client_out_segs));
+      }
+    }
+    s << std::setw(9) << (ipis.empty() ? "-" : fixed(spread(ipis).median, 4)) << std::setw(9)
+      << (cs.empty() ? "-" : fixed(spread(cs).median, 4));
   }
   s << "  " << r.trace.status;
   if (!r.trace.reason.empty()) {

@@ -71,6 +71,108 @@ TEST(MeasureHost, NonIdleIsWallTimeLessIdleIowaitAndSteal) {
   EXPECT_EQ(u.tick_deltas.at("softirq"), 20U);
 }
 
+TEST(MeasureHost, ProcStatPerCpuLinesAndContextSwitches) {
+  const CpuTicks t = parse_proc_stat(kStat0);
+  ASSERT_EQ(t.per_cpu.size(), 2U);
+  EXPECT_EQ(t.per_cpu.at(1)[0], 50U);  // user
+  EXPECT_EQ(t.per_cpu.at(1)[5], 3U);   // irq
+  EXPECT_EQ(t.ctxt, 999U);
+  EXPECT_FALSE(parse_proc_stat(kStat1).ctxt.has_value());
+}
+
+// /proc/softirqs and /proc/interrupts as a 2-vCPU x86 guest prints them (abridged), one later.
+constexpr const char* kSoftirqs0 =
+    "                    CPU0       CPU1       \n"
+    "          HI:          0          0\n"
+    "      NET_TX:        210        196\n"
+    "      NET_RX:    6489162    5869776\n"
+    "       SCHED:     574285     555386\n";
+constexpr const char* kSoftirqs1 =
+    "                    CPU0       CPU1       \n"
+    "      NET_TX:        212        196\n"
+    "      NET_RX:    6489262    5870776\n";
+constexpr const char* kInterrupts0 =
+    "           CPU0       CPU1       \n"
+    "  24:          1          0  IO-APIC   5-edge      ACPI:Ged\n"
+    " 36:          0    1921947 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n"
+    "NMI:          0          0   Non-maskable interrupts\n"
+    "LOC:    7622712    5512427   Local timer interrupts\n"
+    "RES:     373096     429024   Rescheduling interrupts\n"
+    "CAL:     659763    2535207   Function call interrupts\n"
+    "TLB:          0          0   TLB shootdowns\n"
+    "ERR:          0\n"
+    "MIS:          0\n";
+constexpr const char* kInterrupts1 =
+    "           CPU0       CPU1       \n"
+    "LOC:    7622812    5513427   Local timer interrupts\n"
+    "RES:     373106     429524   Rescheduling interrupts\n"
+    "CAL:     659773    2550207   Function call interrupts\n"
+    "TLB:          0          0   TLB shootdowns\n"
+    "ERR:          0\n";
+
+TEST(MeasureHost, SoftirqRowsPerCpu) {
+  const PerCpuRows r = parse_proc_softirqs(kSoftirqs0);
+  EXPECT_EQ(r.cpus, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(r.at("NET_RX", 1), 5869776U);
+  EXPECT_EQ(r.at("NET_TX", 0), 210U);
+  EXPECT_EQ(r.at("NET_TX", 7), 0U);  // no such CPU
+  EXPECT_EQ(r.at("BLOCK", 0), 0U);   // no such row
+  EXPECT_TRUE(parse_proc_softirqs("").rows.empty());
+}
+
+TEST(MeasureHost, InterruptRowsByLabelSkipShortOnesAndNameOtherArchitecturesIpis) {
+  const PerCpuRows x86 = parse_proc_interrupts(kInterrupts0);
+  EXPECT_EQ(x86.at("CAL", 1), 2535207U);
+  EXPECT_EQ(x86.at("RES", 0), 373096U);
+  EXPECT_EQ(x86.at("36", 1), 1921947U);
+  EXPECT_EQ(x86.rows.count("ERR"), 0U);  // one count for two CPUs
+  // arm64 numbers its IPI rows; they are filed under x86's labels too. CPU numbers need not
+  // start at 0 or be dense (offline CPUs are not printed).
+  const PerCpuRows arm = parse_proc_interrupts(
+      "           CPU0       CPU2       \n"
+      " 11:      12345      23456     GICv3  27 Level     arch_timer\n"
+      "IPI0:       100        200       Rescheduling interrupts\n"
+      "IPI1:       300        400       Function call interrupts\n"
+      "IPI2:         0          0       CPU stop interrupts\n"
+      "Err:          0\n");
+  EXPECT_EQ(arm.at("RES", 2), 200U);
+  EXPECT_EQ(arm.at("CAL", 0), 300U);
+  EXPECT_EQ(arm.at("IPI1", 2), 400U);
+  EXPECT_EQ(arm.rows.count("TLB"), 0U);
+}
+
+TEST(MeasureHost, ActivityIsPerCpuDeltasOfWhatExists) {
+  ActivitySnapshot a;
+  a.stat = parse_proc_stat(kStat0);
+  a.softirqs = parse_proc_softirqs(kSoftirqs0);
+  a.interrupts = parse_proc_interrupts(kInterrupts0);
+  ActivitySnapshot b;
+  b.stat = parse_proc_stat(std::string(kStat1) + "ctxt 1999\n");
+  b.softirqs = parse_proc_softirqs(kSoftirqs1);
+  b.interrupts = parse_proc_interrupts(kInterrupts1);
+  const Activity act = activity(a, b, 1.0, 100);
+  EXPECT_EQ(act.context_switches, 1000U);
+  ASSERT_EQ(act.cpus.size(), 2U);
+  // CPU 0: idle +25 ticks, steal +5 ticks at 100 Hz of 1 s: 700000 us busy.
+  EXPECT_DOUBLE_EQ(act.cpus.at(0).non_idle_us, 7e5);
+  EXPECT_DOUBLE_EQ(act.cpus.at(0).non_idle_pct, 70.0);
+  EXPECT_TRUE(act.softirqs);
+  EXPECT_EQ(act.cpus.at(0).net_tx_softirqs, 2U);
+  EXPECT_EQ(act.cpus.at(1).net_rx_softirqs, 1000U);
+  EXPECT_EQ(act.cpus.at(1).interrupts.at("CAL"), 15000U);
+  EXPECT_EQ(act.cpus.at(1).interrupts.at("RES"), 500U);
+  EXPECT_EQ(act.cpus.at(0).interrupts.at("LOC"), 100U);
+  EXPECT_EQ(act.wakeup_ipis(), 10U + 15000U + 10U + 500U);
+  // Without /proc/interrupts (or a kernel without ctxt) nothing is made up.
+  b.interrupts = {};
+  const Activity none = activity(a, b, 1.0, 100);
+  EXPECT_FALSE(none.interrupts);
+  EXPECT_TRUE(none.cpus.at(1).interrupts.empty());
+  EXPECT_EQ(none.wakeup_ipis(), 0U);
+  b.stat.ctxt.reset();
+  EXPECT_FALSE(activity(a, b, 1.0, 100).context_switches.has_value());
+}
+
 TEST(MeasureHost, SnmpTcpCounters) {
   const std::string snmp =
       "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
@@ -241,6 +343,19 @@ ConfigResult sample_result(Topology t) {
     f.cpu.cpus = 2;
     f.service_demand_us_per_kb = tput / 1000;
     f.client_out_segs = 1000;
+    f.activity.context_switches = static_cast<std::uint64_t>(tput / 10);  // 90, 100, 110
+    f.activity.interrupts = true;
+    f.activity.softirqs = true;
+    f.activity.cpus[0] = {.non_idle_us = 1e6,
+                          .non_idle_pct = 50,
+                          .net_rx_softirqs = 0,
+                          .net_tx_softirqs = 2,
+                          .interrupts = {{"CAL", 10}, {"RES", 0}}};
+    f.activity.cpus[1] = {.non_idle_us = 2e6,
+                          .non_idle_pct = 100,
+                          .net_rx_softirqs = 500,
+                          .net_tx_softirqs = 0,
+                          .interrupts = {{"CAL", 30}, {"RES", 10}}};
     r.runs.push_back(f);
   }
   for (const PlanDevice& d : plan_for(t).devices) {
@@ -288,6 +403,27 @@ TEST(MeasureReport, MeasurementFileHasMediansSpreadAndPerSegmentCounts) {
   EXPECT_EQ(ps["counters"]["pskb_expand_head_calls"], 0.5);
   EXPECT_EQ(ps["devices"]["M/c0"]["xmit_ip_summed_none"], 1.0);
   EXPECT_EQ(j["trace"]["derived"]["forwarded_skbs"], 0);
+}
+
+TEST(MeasureReport, RunsAndSummaryHaveTheWakeupAndPlacementCounters) {
+  const ConfigResult r = sample_result(Topology::kDirect);
+  const nlohmann::ordered_json j = measurement_json(sample_context(), r);
+  const auto& run = j["runs"][0]["activity"];
+  EXPECT_EQ(run["context_switches"], 90);
+  EXPECT_EQ(run["ipis"], 50);  // CAL + RES on both CPUs
+  EXPECT_EQ(run["cpus"][1]["cpu"], 1);
+  EXPECT_EQ(run["cpus"][1]["net_rx_softirqs"], 500);
+  EXPECT_EQ(run["cpus"][1]["interrupts"]["CAL"], 30);
+  const auto& sum = j["summary"]["activity"];
+  EXPECT_EQ(sum["per_segment"]["context_switches"]["median"], 0.1);  // 100 / 1000 segments
+  EXPECT_EQ(sum["per_segment"]["ipis"]["median"], 0.05);
+  EXPECT_EQ(sum["per_s"]["ipis"]["median"], 25.0);  // 50 over 2 s
+  EXPECT_EQ(sum["cpus"]["1"]["per_segment"]["net_rx_softirqs"]["median"], 0.5);
+  EXPECT_EQ(sum["cpus"]["1"]["per_segment"]["CAL"]["median"], 0.03);
+  EXPECT_EQ(sum["cpus"]["0"]["non_idle_pct"]["median"], 50.0);
+  EXPECT_FALSE(sum["cpus"]["0"]["per_segment"].contains("TLB"));  // not in /proc/interrupts
+  EXPECT_NE(summary_header().find("IPI/seg   cs/seg"), std::string::npos);
+  EXPECT_NE(summary_row(r).find("  0.0500   0.1000  ok"), std::string::npos) << summary_row(r);
 }
 
 // The scenario written for every topology is one `skbsim validate` accepts.
