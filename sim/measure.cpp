@@ -740,8 +740,9 @@ void prepare_tracing(Session& ss) {
   ss.syms = measure::Kallsyms::load();
   ss.program = ss.scratch.path() / "skbsim-measure.bt";
   ss.skb_caches = measure::skb_cache_names();
-  std::ofstream(ss.program) << measure::bpftrace_program(ss.tracepoints, kDevicePrefix,
-                                                         ss.skb_caches);
+  std::ofstream(ss.program) << measure::bpftrace_program(
+      ss.tracepoints, kDevicePrefix, ss.skb_caches,
+      measure::profile_ip_register(ss.ctx.machine.arch));
 }
 
 // The scenario as `skbsim validate` will read it: "" when accepted, else the reader's line.

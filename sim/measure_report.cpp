@@ -449,6 +449,113 @@ ojson counts_json(const TraceCounts& c, std::int64_t segs, const NetPlan& plan) 
           {"distinct_alloc_stacks", c.distinct_stacks}};
 }
 
+// {"name": samples, ...} of the first `n`.
+ojson samples_object(const std::vector<std::pair<std::string, std::uint64_t>>& v, std::size_t n) {
+  ojson o = ojson::object();
+  for (std::size_t i = 0; i < v.size() && i < n; ++i) {
+    o[v[i].first] = v[i].second;
+  }
+  return o;
+}
+
+// The traced run's CPUs and their busy (non-idle) time.
+std::map<std::uint32_t, double> cpu_busy_us(const std::optional<RunFigures>& traced) {
+  std::map<std::uint32_t, double> out;
+  if (traced) {
+    for (const auto& [cpu, a] : traced->activity.cpus) {
+      out[cpu] = a.non_idle_us;
+    }
+  }
+  return out;
+}
+
+ProfileSummary summarize(const ProfileSamples& s, const std::map<std::uint32_t, double>& busy) {
+  std::vector<std::uint32_t> cpus;
+  for (const auto& [cpu, us] : busy) {
+    cpus.push_back(cpu);
+  }
+  return summarize_profile(s, cpus);
+}
+
+// In profile_groups() order (a std::map would sort them by name).
+ojson ordered_shares_json(const std::map<std::string, double>& shares) {
+  ojson o = ojson::object();
+  for (const ProfileGroup& g : profile_groups()) {
+    const auto it = shares.find(std::string(g.name));
+    if (it != shares.end()) {
+      o[std::string(g.name)] = rounded(it->second, 4);
+    }
+  }
+  return o;
+}
+
+// trace.profile (docs/measure.md, "The kernel profile"); `traced` gives the CPUs and their busy
+// time.
+ojson profile_json(const ProfileSamples& samples, const std::optional<RunFigures>& traced) {
+  const std::map<std::uint32_t, double> busy_us = cpu_busy_us(traced);
+  const ProfileSummary p = summarize(samples, busy_us);
+  const double expected = p.expected_samples_per_cpu();
+  const auto share = [&p](std::uint64_t n) { return rounded(p.share(n), 4); };
+  ojson functions = ojson::array();
+  for (std::size_t i = 0; i < p.functions.size() && i < 40; ++i) {
+    const auto& [f, n] = p.functions[i];
+    functions.push_back(
+        {{"function", f}, {"group", profile_group(f)}, {"samples", n}, {"busy_share", share(n)}});
+  }
+  const std::uint64_t deferred = p.group("irqs_off_deferred");
+  ojson callers = ojson::array();
+  for (std::size_t i = 0; i < p.deferred_callers.size() && i < 15; ++i) {
+    const auto& [f, n] = p.deferred_callers[i];
+    callers.push_back(
+        {{"caller", f}, {"samples", n}, {"deferred_share", rounded(per(n, deferred), 4)}});
+  }
+  ojson chains = ojson::array();
+  for (std::size_t i = 0; i < p.chains.size() && i < 25; ++i) {
+    const auto& [c, n] = p.chains[i];
+    chains.push_back({{"chain", c}, {"samples", n}, {"busy_share", share(n)}});
+  }
+  ojson cpus = ojson::array();
+  for (const auto& [cpu, c] : p.cpus) {
+    const auto us = busy_us.find(cpu);
+    cpus.push_back({{"cpu", cpu},
+                    {"samples", c.samples},
+                    {"expected_samples", rounded(expected, 0)},
+                    {"sampled_share",
+                     rounded(expected > 0 ? static_cast<double>(c.samples) / expected : 0, 4)},
+                    {"idle_samples", c.idle},
+                    {"tracing_samples", c.tracing},
+                    {"user_samples", c.user},
+                    {"busy_samples", c.busy},
+                    {"traced_run_non_idle_us",
+                     us == busy_us.end() ? ojson(nullptr) : ojson(rounded(us->second, 0))},
+                    {"group_shares", ordered_shares_json(group_shares(c.groups, c.busy))}});
+  }
+  const std::map<std::string, double> weighted = cpu_weighted_group_shares(p, busy_us);
+  return {{"hz", kProfileHz},
+          {"window_s", rounded(p.window_s, 4)},
+          {"samples", p.samples},
+          {"expected_samples", rounded(expected * static_cast<double>(p.cpus.size()), 0)},
+          {"idle_samples", p.idle},
+          {"tracing_samples", p.tracing},
+          {"tracer_process_samples", p.tracer_process},
+          {"user_samples", p.user},
+          {"busy_samples", p.busy},
+          {"group_shares", ordered_shares_json(group_shares(p.groups, p.busy))},
+          {"group_shares_cpu_weighted",
+           weighted.empty() ? ojson(nullptr) : ordered_shares_json(weighted)},
+          {"deferred_by_irqs_off",
+           {{"samples", deferred},
+            {"busy_share", share(deferred)},
+            {"at", samples_object(p.deferred_at, 10)},
+            {"callers", callers}}},
+          {"functions", functions},
+          {"chains", chains},
+          {"chain_samples", p.chain_samples},
+          {"per_cpu", cpus},
+          {"idle_functions", samples_object(p.idle_functions, 10)},
+          {"tracing_functions", samples_object(p.tracing_functions, 10)}};
+}
+
 ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
   ojson tr = {{"status", t.status}};
   if (!t.reason.empty()) {
@@ -498,6 +605,9 @@ ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
                      {"bytes", a.bytes}});
   }
   tr["alloc_sites"] = sites;
+  if (!c.profile.empty()) {
+    tr["profile"] = profile_json(c.profile, t.run);
+  }
   return tr;
 }
 
@@ -699,6 +809,51 @@ std::string summary_row(const ConfigResult& r) {
   return s.str();
 }
 
+namespace {
+
+// "name 12.3%, ..." of the first `n`, shares of `of`.
+std::string top_text(const std::vector<std::pair<std::string, std::uint64_t>>& v, std::size_t n,
+                     std::uint64_t of) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size() && i < n; ++i) {
+    s += (i == 0 ? "" : ", ") + v[i].first + " " + fixed(100 * per(v[i].second, of), 1) + "%";
+  }
+  return s;
+}
+
+std::string profile_summary(const ProfileSamples& samples,
+                            const std::optional<RunFigures>& traced) {
+  const std::map<std::uint32_t, double> busy_us = cpu_busy_us(traced);
+  const ProfileSummary p = summarize(samples, busy_us);
+  std::ostringstream s;
+  s << "    profile: " << p.samples << " samples at " << kProfileHz << " Hz over "
+    << fixed(p.window_s, 2) << " s (";
+  bool first = true;
+  for (const auto& [cpu, c] : p.cpus) {
+    s << (first ? "" : ", ") << "CPU " << cpu << " "
+      << fixed(100 * per(c.samples, static_cast<std::uint64_t>(p.expected_samples_per_cpu())), 0)
+      << "%";
+    first = false;
+  }
+  s << " of the expected): idle " << fixed(100 * per(p.idle, p.samples), 1) << "%, tracing "
+    << fixed(100 * per(p.tracing, p.samples), 1) << "%, busy " << p.busy << "\n";
+  s << "      busy samples: " << profile_group_line(group_shares(p.groups, p.busy)) << "\n";
+  const std::map<std::string, double> weighted = cpu_weighted_group_shares(p, busy_us);
+  if (!weighted.empty()) {
+    s << "      by CPU time:  " << profile_group_line(weighted) << "\n";
+  }
+  s << "      top: " << top_text(p.functions, 6, p.busy) << "\n";
+  const std::uint64_t deferred = p.group("irqs_off_deferred");
+  if (deferred > 0) {
+    s << "      irqs-off deferred (" << fixed(100 * p.share(deferred), 1)
+      << "% of busy samples), re-enabled under: " << top_text(p.deferred_callers, 4, deferred)
+      << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace
+
 std::string trace_summary(const ConfigResult& r) {
   if (!r.trace.counts || !r.trace.run || r.trace.run->client_out_segs <= 0) {
     return "";
@@ -731,6 +886,9 @@ std::string trace_summary(const ConfigResult& r) {
     << fixed(ratio(c.copy_datagram_iovec_bytes, segs), 0) << " B)"
     << ", consume_skb " << fixed(ratio(c.consume_skb, segs), 4) << ", kfree_skb "
     << fixed(ratio(c.kfree_skb, segs), 4) << "\n";
+  if (!c.profile.empty()) {
+    s << profile_summary(c.profile, r.trace.run);
+  }
   return s.str();
 }
 
