@@ -549,12 +549,15 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   Process srv = Process::start(server, ss.scratch);
   wait_listening(lab, ss, srv);
 
+  // No segment flows before the client starts, so the counters are read before bpftrace starts
+  // and after it is told to stop: the `ip netns exec cat` that reads them stays out of the traced
+  // run's counts and profile.
+  const auto client0 = lab.tcp_counters(Role::kClient);
+  const auto server0 = lab.tcp_counters(Role::kServer);
   std::optional<Process> tracer;
   if (traced != nullptr) {
     tracer.emplace(start_tracer(ss));
   }
-  const auto client0 = lab.tcp_counters(Role::kClient);
-  const auto server0 = lab.tcp_counters(Role::kServer);
 
   std::vector<std::string> client = lab.in(Role::kClient);
   client.insert(client.end(), {t.iperf3, "-c", lab.plan().server_address, "-p", kPort, "-t",
@@ -577,13 +580,15 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
     throw MeasureError("iperf3 client: no exit within " +
                        std::to_string(ss.settings.duration_s + 30) + " s");
   }
+  if (tracer) {
+    tracer->signal(SIGINT);
+  }
   const auto client1 = lab.tcp_counters(Role::kClient);
   const auto server1 = lab.tcp_counters(Role::kServer);
 
   if (tracer) {
     // bpftrace prints its maps and exits on SIGINT. A tracer that fails here costs the traced
     // run only: the untraced runs stand.
-    tracer->signal(SIGINT);
     if (!tracer->wait_for(std::chrono::seconds(120))) {
       throw TraceRefused{"bpftrace did not print its maps within 120 s of SIGINT"};
     }
