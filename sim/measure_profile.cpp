@@ -457,6 +457,13 @@ ProfileSummary summarize_profile(const ProfileSamples& s,
   p.chains = ranked(chains);
   p.deferred_at = ranked(deferred_at);
   p.deferred_callers = ranked(callers);
+  p.processes = ranked(s.processes);
+  std::uint64_t by_process = 0;
+  for (const auto& [comm, n] : s.processes) {
+    by_process += n;
+  }
+  const std::uint64_t recorded = p.samples - p.tracer_process;
+  p.unrecorded = by_process > recorded ? by_process - recorded : 0;
   return p;
 }
 

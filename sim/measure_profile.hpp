@@ -45,6 +45,7 @@ struct ProfileSamples {
   // Kernel stacks, functions innermost first (offsets dropped) -> samples. Stacks the stack map
   // could not store are missing, so the chains may add up to fewer than the kernel samples.
   std::map<std::vector<std::string>, std::uint64_t> chains;
+  std::map<std::string, std::uint64_t> processes;  // comm -> samples (not bpftrace's own)
   std::uint64_t first_ns = 0;  // the first and the last sample's time (bpftrace nsecs)
   std::uint64_t last_ns = 0;
   bool empty() const { return kernel.empty() && user.empty() && tracer.empty(); }
@@ -100,6 +101,9 @@ struct ProfileSummary {
   std::uint64_t tracer_process = 0;  // the part of `tracing` taken in bpftrace's own process
   std::uint64_t user = 0;
   std::uint64_t busy = 0;  // samples − idle − tracing (user space included)
+  // Samples counted by process but in neither the function map nor the user-space count (a
+  // map that filled up): should be 0.
+  std::uint64_t unrecorded = 0;
   std::map<std::string, std::uint64_t> groups;  // busy samples by group, "user" included
   // Most first (ties by name).
   std::vector<std::pair<std::string, std::uint64_t>> functions;          // busy kernel ones
@@ -111,6 +115,9 @@ struct ProfileSummary {
   // enable point or a paravirt thunk (where the interrupts were probably turned off).
   std::vector<std::pair<std::string, std::uint64_t>> deferred_at;
   std::vector<std::pair<std::string, std::uint64_t>> deferred_callers;
+  // By the interrupted task's name (comm), most first: idle samples are the idle task's
+  // ("swapper/N"), softirq work is whichever task it interrupted or "ksoftirqd/N".
+  std::vector<std::pair<std::string, std::uint64_t>> processes;
   std::map<std::uint32_t, Cpu> cpus;
   std::uint64_t group(std::string_view name) const;
   double share(std::uint64_t n) const {

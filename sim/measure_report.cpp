@@ -540,6 +540,7 @@ ojson profile_json(const ProfileSamples& samples, const std::optional<RunFigures
           {"tracer_process_samples", p.tracer_process},
           {"user_samples", p.user},
           {"busy_samples", p.busy},
+          {"unrecorded_samples", p.unrecorded},
           {"group_shares", ordered_shares_json(group_shares(p.groups, p.busy))},
           {"group_shares_cpu_weighted",
            weighted.empty() ? ojson(nullptr) : ordered_shares_json(weighted)},
@@ -552,6 +553,7 @@ ojson profile_json(const ProfileSamples& samples, const std::optional<RunFigures
           {"chains", chains},
           {"chain_samples", p.chain_samples},
           {"per_cpu", cpus},
+          {"processes", samples_object(p.processes, 12)},
           {"idle_functions", samples_object(p.idle_functions, 10)},
           {"tracing_functions", samples_object(p.tracing_functions, 10)}};
 }
@@ -843,6 +845,7 @@ std::string profile_summary(const ProfileSamples& samples,
     s << "      by CPU time:  " << profile_group_line(weighted) << "\n";
   }
   s << "      top: " << top_text(p.functions, 6, p.busy) << "\n";
+  s << "      processes: " << top_text(p.processes, 6, p.samples - p.tracer_process) << "\n";
   const std::uint64_t deferred = p.group("irqs_off_deferred");
   if (deferred > 0) {
     s << "      irqs-off deferred (" << fixed(100 * p.share(deferred), 1)

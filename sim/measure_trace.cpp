@@ -245,25 +245,21 @@ std::string bpftrace_program(const std::vector<std::string>& present,
     // bpftrace's own process (attaching, printing) is tracing cost; the top bit tells kernel
     // from user addresses. @prof's key is the address, printed as its function (ksym).
     const std::string ip = "reg(\"" + ip_register + "\")";
-    p += "profile:hz:" + std::to_string(kProfileHz) +
-         " {\n"
-         "  if (@prof_t0 == 0) {\n"
+    p += "profile:hz:" + std::to_string(kProfileHz) + " {\n";
+    p += "  if (@prof_t0 == 0) {\n"
          "    @prof_t0 = nsecs;\n"
          "  }\n"
          "  @prof_t1 = nsecs;\n"
          "  if (comm == \"bpftrace\") {\n"
          "    @prof_tracer[cpu] = count();\n"
-         "  } else if (" +
-         ip +
-         " >> 63) {\n"
-         "    @prof[cpu, ksym(" +
-         ip +
-         ")] = count();\n"
-         "    @prof_chain[kstack(" +
-         std::to_string(kProfileChainFrames) +
-         ")] = count();\n"
          "  } else {\n"
-         "    @prof_user[cpu] = count();\n"
+         "    @prof_comm[comm] = count();\n";
+    p += "    if (" + ip + " >> 63) {\n";
+    p += "      @prof[cpu, ksym(" + ip + ")] = count();\n";
+    p += "      @prof_chain[kstack(" + std::to_string(kProfileChainFrames) + ")] = count();\n";
+    p += "    } else {\n"
+         "      @prof_user[cpu] = count();\n"
+         "    }\n"
          "  }\n"
          "}\n";
   }
@@ -440,6 +436,8 @@ class TraceReader {
       p.user[cpu] += n;
     } else if (name == "@prof_tracer") {
       p.tracer[cpu] += n;
+    } else if (name == "@prof_comm") {
+      p.processes[key] += n;
     } else if (name == "@prof_chain") {
       p.chains[stack_functions(key)] += n;
     }

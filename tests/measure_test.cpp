@@ -283,6 +283,7 @@ TEST(MeasureTrace, ProgramEndsWithTheProfileProbeWhenTheArchitectureIsKnown) {
   EXPECT_NE(p.find("@prof_chain[kstack(4)] = count();"), std::string::npos);
   EXPECT_NE(p.find("if (comm == \"bpftrace\")"), std::string::npos);
   EXPECT_NE(p.find("reg(\"ip\") >> 63"), std::string::npos);
+  EXPECT_NE(p.find("@prof_comm[comm] = count();"), std::string::npos);
   EXPECT_EQ(profile_ip_register("aarch64"), "pc");
   EXPECT_EQ(profile_ip_register("riscv64"), "");
   EXPECT_EQ(bpftrace_program(tps, "skbm-", {}, "").find("profile:"), std::string::npos);
@@ -296,6 +297,7 @@ constexpr const char* kProfileOutput =
 {"type": "map", "data": {"@prof": {"0,pvm_safe_halt_hc": 600, "1,pvm_safe_halt_hc": 100, "1,pvm_irq_enable": 200, "1,_copy_to_iter": 150, "1,pvm_irq_enable": 50, "0,tcp_sendmsg_locked": 100, "0,bpf_prog_1eb6d95ee9268e2a_997": 20, "0,0xffffffffc0123456": 5, "0,0x7f508c69620c": 3}}}
 {"type": "map", "data": {"@prof_user": {"0": 30, "1": 7}}}
 {"type": "map", "data": {"@prof_tracer": {"0": 12}}}
+{"type": "map", "data": {"@prof_comm": {"iperf3": 500, "swapper/0": 600, "swapper/1": 100, "ksoftirqd/1": 70}}}
 {"type": "map", "data": {"@prof_t0": 22988830730827}}
 {"type": "map", "data": {"@prof_t1": 22989830730827}}
 {"type": "map", "data": {"@prof_chain": {"\n    pvm_irq_enable+25\n    __raw_callee_save_pvm_irq_enable+17\n    __local_bh_enable_ip+90\n    ip_finish_output2+400\n": 180, "\n    pvm_irq_enable+25\n    __raw_callee_save_pvm_irq_enable+17\n    _raw_spin_unlock_irqrestore+20\n    try_to_wake_up+300\n": 70, "\n    _copy_to_iter+100\n    __skb_datagram_iter+60\n    skb_copy_datagram_iter+20\n    tcp_recvmsg_locked+800\n": 150, "\n    pvm_safe_halt_hc+1\n    default_idle+9\n    default_idle_call+40\n    do_idle+200\n": 700, "": 3}}}
@@ -315,6 +317,7 @@ TEST(MeasureTrace, ProfileSamplesAreSummedOverDuplicateKeys) {
             180U);
   EXPECT_EQ(p.chains.at({}), 3U);
   EXPECT_EQ(p.last_ns - p.first_ns, 1000000000U);
+  EXPECT_EQ(p.processes.at("swapper/0"), 600U);
   EXPECT_TRUE(
       parse_bpftrace_output("{\"type\": \"map\", \"data\": {\"@copy_iovec\": 4}}\n", Kallsyms{})
           .profile.empty());
@@ -425,6 +428,9 @@ TEST(MeasureProfile, BusyExcludesIdleAndTracingAndIncludesUserSpace) {
   EXPECT_EQ(p.tracer_process, 12U);
   EXPECT_EQ(p.user, 40U);
   EXPECT_EQ(p.busy, 250U + 150 + 100 + 5 + 40);
+  // 1270 counted by process, 1265 in the function map and the user-space count.
+  EXPECT_EQ(p.unrecorded, 5U);
+  EXPECT_EQ(p.processes.front(), (std::pair<std::string, std::uint64_t>{"swapper/0", 600}));
   EXPECT_EQ(p.group("irqs_off_deferred"), 250U);
   EXPECT_EQ(p.group("user_copy"), 150U);
   EXPECT_EQ(p.group("tcp"), 100U);
@@ -634,6 +640,7 @@ TEST(MeasureReport, TraceHasTheProfileBlockAndTheSummaryItsGroups) {
   EXPECT_EQ(p["idle_samples"], 50);
   EXPECT_EQ(p["busy_samples"], 100);
   EXPECT_EQ(p["user_samples"], 10);
+  EXPECT_EQ(p["unrecorded_samples"], 0);
   EXPECT_EQ(p["group_shares"]["irqs_off_deferred"], 0.4);
   EXPECT_EQ(p["group_shares"]["tcp"], 0.3);
   EXPECT_EQ(p["group_shares"]["user"], 0.1);
