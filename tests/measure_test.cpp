@@ -894,7 +894,20 @@ TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
   EXPECT_GT(m["runs"][0]["service_demand_us_per_kb"].get<double>(), 0);
   EXPECT_GT(m["runs"][0]["tcp"]["client_out_segs"].get<std::int64_t>(), 0);
   EXPECT_FALSE(m["machine"]["kernel"].get<std::string>().empty());
+  const auto& act = m["runs"][0]["activity"];
+  EXPECT_EQ(act["cpus"].size(), m["machine"]["cpus"].get<std::size_t>());
+  EXPECT_GT(act["cpus"][0]["non_idle_us"].get<double>(), 0);
+  EXPECT_TRUE(act["cpus"][0].contains("net_rx_softirqs"));  // /proc/softirqs: every Linux
+  EXPECT_GT(act["context_switches"].get<std::uint64_t>(), 0U);
+  EXPECT_TRUE(m["summary"]["activity"]["per_segment"].contains("context_switches"));
   const std::string trace = m["trace"]["status"];
+  if (trace == "ok" && !profile_ip_register(m["machine"]["arch"]).empty()) {
+    const auto& prof = m["trace"]["profile"];
+    EXPECT_GT(prof["samples"].get<std::uint64_t>(), 0U);
+    EXPECT_GT(prof["busy_samples"].get<std::uint64_t>(), 0U);
+    EXPECT_EQ(prof["unrecorded_samples"], 0);
+    EXPECT_FALSE(prof["functions"].empty());
+  }
   EXPECT_TRUE(trace == "ok" || trace == "unavailable" || trace == "refused") << trace;
   if (trace != "ok") {
     EXPECT_FALSE(m["trace"]["reason"].get<std::string>().empty());
