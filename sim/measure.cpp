@@ -427,6 +427,15 @@ CpuTicks proc_stat() {
   return measure::parse_proc_stat(read_text("/proc/stat"));
 }
 
+// /proc/stat, /proc/softirqs and /proc/interrupts now; the last two are empty when unreadable.
+measure::ActivitySnapshot activity_snapshot() {
+  measure::ActivitySnapshot a;
+  a.softirqs = measure::parse_proc_softirqs(read_text("/proc/softirqs"));
+  a.interrupts = measure::parse_proc_interrupts(read_text("/proc/interrupts"));
+  a.stat = proc_stat();
+  return a;
+}
+
 // ---- one stream ---------------------------------------------------------------------------------
 
 struct Session {
@@ -540,12 +549,15 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   Process srv = Process::start(server, ss.scratch);
   wait_listening(lab, ss, srv);
 
+  // No segment flows before the client starts, so the counters are read before bpftrace starts
+  // and after it is told to stop: the `ip netns exec cat` that reads them stays out of the traced
+  // run's counts and profile.
+  const auto client0 = lab.tcp_counters(Role::kClient);
+  const auto server0 = lab.tcp_counters(Role::kServer);
   std::optional<Process> tracer;
   if (traced != nullptr) {
     tracer.emplace(start_tracer(ss));
   }
-  const auto client0 = lab.tcp_counters(Role::kClient);
-  const auto server0 = lab.tcp_counters(Role::kServer);
 
   std::vector<std::string> client = lab.in(Role::kClient);
   client.insert(client.end(), {t.iperf3, "-c", lab.plan().server_address, "-p", kPort, "-t",
@@ -558,15 +570,18 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
     rate << *cfg.rate_mbps << "M";
     client.insert(client.end(), {"-b", rate.str()});
   }
-  const CpuTicks stat0 = proc_stat();
+  const measure::ActivitySnapshot snap0 = activity_snapshot();
   const auto t0 = std::chrono::steady_clock::now();
   Process cl = Process::start(client, ss.scratch);
   const std::optional<int> status = cl.wait_for(std::chrono::seconds(ss.settings.duration_s + 30));
   const auto t1 = std::chrono::steady_clock::now();
-  const CpuTicks stat1 = proc_stat();
+  const measure::ActivitySnapshot snap1 = activity_snapshot();
   if (!status) {
     throw MeasureError("iperf3 client: no exit within " +
                        std::to_string(ss.settings.duration_s + 30) + " s");
+  }
+  if (tracer) {
+    tracer->signal(SIGINT);
   }
   const auto client1 = lab.tcp_counters(Role::kClient);
   const auto server1 = lab.tcp_counters(Role::kServer);
@@ -574,7 +589,6 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   if (tracer) {
     // bpftrace prints its maps and exits on SIGINT. A tracer that fails here costs the traced
     // run only: the untraced runs stand.
-    tracer->signal(SIGINT);
     if (!tracer->wait_for(std::chrono::seconds(120))) {
       throw TraceRefused{"bpftrace did not print its maps within 120 s of SIGINT"};
     }
@@ -617,7 +631,8 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   if (j.contains(P("/end/cpu_utilization_percent"))) {
     f.iperf3_cpu = j.at(P("/end/cpu_utilization_percent"));
   }
-  f.cpu = measure::cpu_usage(stat0, stat1, f.wall_s, ss.ctx.machine.clk_tck);
+  f.cpu = measure::cpu_usage(snap0.stat, snap1.stat, f.wall_s, ss.ctx.machine.clk_tck);
+  f.activity = measure::activity(snap0, snap1, f.wall_s, ss.ctx.machine.clk_tck);
   const double kb = static_cast<double>(f.bytes_received) / 1024.0;
   if (kb <= 0) {
     throw MeasureError("iperf3 client: the server received nothing");
@@ -641,7 +656,15 @@ std::string run_line(const Configuration& cfg, const std::string& which, const R
   s << std::fixed << "skbsim measure: " << cfg.name() << " " << which << ": "
     << std::setprecision(1) << f.throughput_mbps << " Mbit/s, CPU " << f.cpu.non_idle_pct
     << "% (ticks " << f.cpu.ticks_busy_pct << "%), " << std::setprecision(4)
-    << f.service_demand_us_per_kb << " us/KB, " << f.client_out_segs << " segments\n";
+    << f.service_demand_us_per_kb << " us/KB, " << f.client_out_segs << " segments";
+  const double segs = static_cast<double>(std::max<std::int64_t>(1, f.client_out_segs));
+  if (f.activity.interrupts) {
+    s << ", " << static_cast<double>(f.activity.wakeup_ipis()) / segs << " IPI/seg";
+  }
+  if (f.activity.context_switches) {
+    s << ", " << static_cast<double>(*f.activity.context_switches) / segs << " cs/seg";
+  }
+  s << "\n";
   return s.str();
 }
 
@@ -722,8 +745,9 @@ void prepare_tracing(Session& ss) {
   ss.syms = measure::Kallsyms::load();
   ss.program = ss.scratch.path() / "skbsim-measure.bt";
   ss.skb_caches = measure::skb_cache_names();
-  std::ofstream(ss.program) << measure::bpftrace_program(ss.tracepoints, kDevicePrefix,
-                                                         ss.skb_caches);
+  std::ofstream(ss.program) << measure::bpftrace_program(
+      ss.tracepoints, kDevicePrefix, ss.skb_caches,
+      measure::profile_ip_register(ss.ctx.machine.arch));
 }
 
 // The scenario as `skbsim validate` will read it: "" when accepted, else the reader's line.

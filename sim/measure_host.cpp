@@ -1,4 +1,5 @@
-// measure_host.cpp — /proc/stat, /proc/net/snmp, /proc/cpuinfo and run statistics.
+// measure_host.cpp — /proc/stat, /proc/softirqs, /proc/interrupts, /proc/net/snmp, /proc/cpuinfo
+// and run statistics.
 
 #include "sim/measure_host.hpp"
 
@@ -51,6 +52,21 @@ CpuTicks parse_proc_stat(const std::string& text) {
     } else if (line.rfind("cpu", 0) == 0 && line.size() > 3 &&
                std::isdigit(static_cast<unsigned char>(line[3])) != 0) {
       ++t.cpus;
+      std::istringstream fields(line.substr(3));
+      std::uint32_t cpu = 0;
+      fields >> cpu;
+      auto& v = t.per_cpu[cpu];
+      for (auto& x : v) {
+        if (!(fields >> x)) {
+          x = 0;
+          break;
+        }
+      }
+    } else if (line.rfind("ctxt ", 0) == 0) {
+      std::uint64_t n = 0;
+      if (std::istringstream(line.substr(5)) >> n) {
+        t.ctxt = n;
+      }
     }
   }
   if (!found) {
@@ -84,6 +100,162 @@ CpuUsage cpu_usage(const CpuTicks& before, const CpuTicks& after, double wall_s,
   u.steal_pct = all_ticks > 0 ? 100.0 * d[kSteal] / all_ticks : 0;
   u.iowait_pct = all_ticks > 0 ? 100.0 * d[kIowait] / all_ticks : 0;
   return u;
+}
+
+namespace {
+
+// The header line's "CPU0 CPU1 ..." as numbers; empty when the line is not such a header.
+std::vector<std::uint32_t> cpu_columns(const std::string& line) {
+  std::vector<std::uint32_t> cpus;
+  std::istringstream in(line);
+  std::string w;
+  while (in >> w) {
+    if (w.size() < 4 || w.rfind("CPU", 0) != 0 ||
+        w.find_first_not_of("0123456789", 3) != std::string::npos) {
+      return {};
+    }
+    cpus.push_back(static_cast<std::uint32_t>(std::stoul(w.substr(3))));
+  }
+  return cpus;
+}
+
+// "LABEL: n n n description" -> label, the counts (up to `columns`), the description.
+struct Row {
+  std::string label;
+  std::vector<std::uint64_t> counts;
+  std::string description;
+};
+
+std::optional<Row> split_row(const std::string& line, std::size_t columns) {
+  const auto colon = line.find(':');
+  if (colon == std::string::npos) {
+    return std::nullopt;
+  }
+  Row r;
+  r.label = trim(line.substr(0, colon));
+  std::istringstream in(line.substr(colon + 1));
+  std::uint64_t n = 0;
+  while (r.counts.size() < columns && in >> n) {
+    r.counts.push_back(n);
+  }
+  if (r.label.empty() || r.counts.size() != columns) {
+    return std::nullopt;
+  }
+  std::string rest;
+  std::getline(in, rest);
+  r.description = trim(rest);
+  return r;
+}
+
+PerCpuRows parse_per_cpu_rows(const std::string& text, bool interrupts) {
+  PerCpuRows out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (out.cpus.empty()) {
+      out.cpus = cpu_columns(line);
+      continue;
+    }
+    const std::optional<Row> r = split_row(line, out.cpus.size());
+    if (!r) {
+      continue;
+    }
+    out.rows[r->label] = r->counts;
+    if (!interrupts) {
+      continue;
+    }
+    // Other architectures' names for the rows x86 labels CAL, RES and LOC.
+    for (const auto& [prefix, alias] :
+         {std::pair{"Function call interrupts", "CAL"}, std::pair{"Rescheduling interrupts", "RES"},
+          std::pair{"Local timer interrupts", "LOC"}, std::pair{"TLB shootdowns", "TLB"}}) {
+      if (r->description.rfind(prefix, 0) == 0 && out.rows.count(alias) == 0) {
+        out.rows[alias] = r->counts;
+      }
+    }
+  }
+  return out;
+}
+
+std::uint64_t grown(std::uint64_t before, std::uint64_t after) {
+  return after >= before ? after - before : 0;
+}
+
+}  // namespace
+
+std::uint64_t PerCpuRows::at(const std::string& row, std::uint32_t cpu) const {
+  const auto r = rows.find(row);
+  if (r == rows.end()) {
+    return 0;
+  }
+  for (std::size_t i = 0; i < cpus.size() && i < r->second.size(); ++i) {
+    if (cpus[i] == cpu) {
+      return r->second[i];
+    }
+  }
+  return 0;
+}
+
+PerCpuRows parse_proc_softirqs(const std::string& text) {
+  return parse_per_cpu_rows(text, false);
+}
+
+PerCpuRows parse_proc_interrupts(const std::string& text) {
+  return parse_per_cpu_rows(text, true);
+}
+
+std::uint64_t Activity::wakeup_ipis() const {
+  std::uint64_t n = 0;
+  for (const auto& [cpu, a] : cpus) {
+    for (const char* row : kWakeupIpis) {
+      const auto it = a.interrupts.find(row);
+      n += it == a.interrupts.end() ? 0 : it->second;
+    }
+  }
+  return n;
+}
+
+Activity activity(const ActivitySnapshot& before, const ActivitySnapshot& after, double wall_s,
+                  long hz) {
+  Activity a;
+  if (before.stat.ctxt && after.stat.ctxt) {
+    a.context_switches = grown(*before.stat.ctxt, *after.stat.ctxt);
+  }
+  const auto has_rows = [](const PerCpuRows& x, const PerCpuRows& y, const char* row) {
+    return x.rows.count(row) != 0 && y.rows.count(row) != 0;
+  };
+  a.softirqs = has_rows(before.softirqs, after.softirqs, "NET_RX") &&
+               has_rows(before.softirqs, after.softirqs, "NET_TX");
+  for (const char* row : kWakeupIpis) {
+    a.interrupts = a.interrupts || has_rows(before.interrupts, after.interrupts, row);
+  }
+  const double us_per_tick = 1e6 / static_cast<double>(hz);
+  for (const auto& [cpu, t1] : after.stat.per_cpu) {
+    const auto b = before.stat.per_cpu.find(cpu);
+    if (b == before.stat.per_cpu.end()) {
+      continue;  // came online during the run
+    }
+    const auto& t0 = b->second;
+    CpuActivity c;
+    const double not_busy =
+        static_cast<double>(grown(t0[kIdle], t1[kIdle]) + grown(t0[kIowait], t1[kIowait]) +
+                            grown(t0[kSteal], t1[kSteal])) *
+        us_per_tick;
+    c.non_idle_us = std::max(0.0, wall_s * 1e6 - not_busy);
+    c.non_idle_pct = wall_s > 0 ? 100.0 * c.non_idle_us / (wall_s * 1e6) : 0;
+    if (a.softirqs) {
+      c.net_rx_softirqs =
+          grown(before.softirqs.at("NET_RX", cpu), after.softirqs.at("NET_RX", cpu));
+      c.net_tx_softirqs =
+          grown(before.softirqs.at("NET_TX", cpu), after.softirqs.at("NET_TX", cpu));
+    }
+    for (const char* row : kRecordedInterrupts) {
+      if (has_rows(before.interrupts, after.interrupts, row)) {
+        c.interrupts[row] = grown(before.interrupts.at(row, cpu), after.interrupts.at(row, cpu));
+      }
+    }
+    a.cpus[cpu] = std::move(c);
+  }
+  return a;
 }
 
 std::map<std::string, std::int64_t> parse_snmp_tcp(const std::string& text) {

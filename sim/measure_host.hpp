@@ -1,7 +1,9 @@
 #pragma once
 // measure_host.hpp — what `skbsim measure` reads from the machine itself: the description that
 // goes into every measurement file (kernel, CPU, clock, CPU count, virtualisation), CPU time from
-// /proc/stat, TCP counters from /proc/net/snmp, and the statistics of repeated runs.
+// /proc/stat, TCP counters from /proc/net/snmp, the per-CPU wake-up and placement counters
+// (/proc/stat per CPU and ctxt, /proc/softirqs, /proc/interrupts), and the statistics of repeated
+// runs.
 //
 // CPU time, two ways (docs/measure.md says why both):
 //   non-idle:  CPUs × wall − idle − iowait − steal, with wall from CLOCK_MONOTONIC. On a
@@ -24,7 +26,9 @@ namespace skbsim::sim::measure {
 // softirq steal guest guest_nice (guest time is already inside user and nice).
 struct CpuTicks {
   std::array<std::uint64_t, 10> v{};
-  std::uint32_t cpus = 0;  // the "cpuN" lines
+  std::uint32_t cpus = 0;                                          // the "cpuN" lines
+  std::map<std::uint32_t, std::array<std::uint64_t, 10>> per_cpu;  // "cpuN" -> its fields
+  std::optional<std::uint64_t> ctxt;  // "ctxt": context switches since boot, all CPUs
 };
 // Throws MeasureError when the text has no "cpu " line.
 CpuTicks parse_proc_stat(const std::string& text);
@@ -42,6 +46,58 @@ struct CpuUsage {
 };
 // `hz` is sysconf(_SC_CLK_TCK).
 CpuUsage cpu_usage(const CpuTicks& before, const CpuTicks& after, double wall_s, long hz);
+
+// Rows of per-CPU counters, /proc/softirqs or /proc/interrupts: label -> one count per column.
+struct PerCpuRows {
+  std::vector<std::uint32_t> cpus;                         // the header's CPUn, column order
+  std::map<std::string, std::vector<std::uint64_t>> rows;  // "NET_RX" -> a count per column
+  // The count of `row` on CPU `cpu`; 0 when either is absent.
+  std::uint64_t at(const std::string& row, std::uint32_t cpu) const;
+};
+// /proc/softirqs ("NET_RX:  6489162  5869776"). Text without a CPU header gives no rows.
+PerCpuRows parse_proc_softirqs(const std::string& text);
+// /proc/interrupts: every row by its label ("24", "LOC", "CAL"); a row with fewer counts than
+// CPUs (x86's "ERR: 0") is skipped. The IPI rows are also filed under x86's labels when another
+// architecture names them differently, by their description (arm64 "IPI0: ... Rescheduling
+// interrupts" -> "RES", "Function call interrupts" -> "CAL"), so that "CAL" and "RES" mean the
+// same everywhere; "LOC" (local timer) likewise.
+PerCpuRows parse_proc_interrupts(const std::string& text);
+
+// The /proc/interrupts rows a run records per CPU, when present: function-call IPIs (CAL; 6.x
+// remote wake-ups go through the wake list and send these), rescheduling IPIs (RES), TLB
+// shootdowns (TLB) and local timer interrupts (LOC).
+inline constexpr std::array<const char*, 4> kRecordedInterrupts = {"CAL", "RES", "TLB", "LOC"};
+// The rows counted as the IPIs of a wake-up: CAL + RES.
+inline constexpr std::array<const char*, 2> kWakeupIpis = {"CAL", "RES"};
+
+// What the machine's counters say at one instant (empty rows when a file could not be read).
+struct ActivitySnapshot {
+  CpuTicks stat;
+  PerCpuRows softirqs;
+  PerCpuRows interrupts;
+};
+
+// One CPU over a run.
+struct CpuActivity {
+  double non_idle_us = 0;   // wall − its idle − iowait − steal (never below 0)
+  double non_idle_pct = 0;  // of wall
+  std::uint64_t net_rx_softirqs = 0;
+  std::uint64_t net_tx_softirqs = 0;
+  std::map<std::string, std::uint64_t> interrupts;  // kRecordedInterrupts that exist
+};
+
+// The wake-up and placement counters of a run: deltas between two snapshots.
+struct Activity {
+  std::map<std::uint32_t, CpuActivity> cpus;
+  std::optional<std::uint64_t> context_switches;  // ctxt delta; nullopt when /proc/stat lacks it
+  bool softirqs = false;                          // /proc/softirqs had NET_RX/NET_TX
+  bool interrupts = false;  // /proc/interrupts had at least one of kWakeupIpis
+  // CAL + RES over all CPUs (0 when neither exists).
+  std::uint64_t wakeup_ipis() const;
+};
+// `hz` is sysconf(_SC_CLK_TCK); `wall_s` the time between the snapshots.
+Activity activity(const ActivitySnapshot& before, const ActivitySnapshot& after, double wall_s,
+                  long hz);
 
 // The "Tcp:" pair of lines of /proc/net/snmp as name -> value (InSegs, OutSegs, RetransSegs...).
 // Throws MeasureError when there is none.

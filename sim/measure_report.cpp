@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 namespace skbsim::sim::measure {
@@ -44,6 +45,38 @@ ojson spread_json(const std::vector<double>& v, int decimals) {
           {"n", s.n}};
 }
 
+// The interrupt rows in kRecordedInterrupts' order, those present.
+ojson interrupts_json(const std::map<std::string, std::uint64_t>& rows) {
+  ojson o = ojson::object();
+  for (const char* row : kRecordedInterrupts) {
+    const auto it = rows.find(row);
+    if (it != rows.end()) {
+      o[row] = it->second;
+    }
+  }
+  return o;
+}
+
+ojson activity_json(const Activity& a) {
+  ojson cpus = ojson::array();
+  for (const auto& [cpu, c] : a.cpus) {
+    ojson e = {{"cpu", cpu},
+               {"non_idle_pct", rounded(c.non_idle_pct, 3)},
+               {"non_idle_us", rounded(c.non_idle_us, 0)}};
+    if (a.softirqs) {
+      e["net_rx_softirqs"] = c.net_rx_softirqs;
+      e["net_tx_softirqs"] = c.net_tx_softirqs;
+    }
+    if (!c.interrupts.empty()) {
+      e["interrupts"] = interrupts_json(c.interrupts);
+    }
+    cpus.push_back(e);
+  }
+  return {{"context_switches", a.context_switches ? ojson(*a.context_switches) : ojson(nullptr)},
+          {"ipis", a.interrupts ? ojson(a.wakeup_ipis()) : ojson(nullptr)},
+          {"cpus", cpus}};
+}
+
 ojson run_json(const RunFigures& r) {
   ojson ticks = ojson::object();
   for (const auto& [k, v] : r.cpu.tick_deltas) {
@@ -73,6 +106,7 @@ ojson run_json(const RunFigures& r) {
             {"client_retrans_segs", r.client_retrans_segs},
             {"server_in_segs", r.server_in_segs},
             {"server_out_segs", r.server_out_segs}}},
+          {"activity", activity_json(r.activity)},
           {"iperf3_cpu_utilization_percent", r.iperf3_cpu}};
 }
 
@@ -280,6 +314,94 @@ std::vector<double> each(const std::vector<RunFigures>& runs, F figure) {
   return out;
 }
 
+// A count of every run that has it (`count` gives nullopt when a run lacks it) as the spread of
+// its rate per wire segment (client TcpOutSegs) into per_seg[name] and per second into
+// per_s[name]; nothing when no run has it.
+template <typename F>
+void add_rates(ojson& per_seg, ojson& per_s, const std::string& name,
+               const std::vector<RunFigures>& runs, F count) {
+  std::vector<double> seg;
+  std::vector<double> sec;
+  for (const RunFigures& f : runs) {
+    const std::optional<double> n = count(f);
+    if (!n) {
+      continue;
+    }
+    seg.push_back(f.client_out_segs > 0 ? *n / static_cast<double>(f.client_out_segs) : 0.0);
+    sec.push_back(f.wall_s > 0 ? *n / f.wall_s : 0.0);
+  }
+  if (!seg.empty()) {
+    per_seg[name] = spread_json(seg, 6);
+    per_s[name] = spread_json(sec, 1);
+  }
+}
+
+std::optional<double> as_double(std::optional<std::uint64_t> n) {
+  return n ? std::optional<double>(static_cast<double>(*n)) : std::nullopt;
+}
+
+// A count of CPU `cpu` in a run, for add_rates: `get(activity, cpu's activity)`, nullopt when
+// the run lacks the CPU or the count.
+template <typename G>
+auto of_cpu(std::uint32_t cpu, G get) {
+  return [cpu, get](const RunFigures& f) -> std::optional<double> {
+    const auto it = f.activity.cpus.find(cpu);
+    return it == f.activity.cpus.end() ? std::nullopt : as_double(get(f.activity, it->second));
+  };
+}
+
+std::optional<std::uint64_t> interrupt_row(const CpuActivity& c, const char* row) {
+  const auto it = c.interrupts.find(row);
+  return it == c.interrupts.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
+}
+
+// summary.activity: the wake-up and placement counters per wire segment and per second, for the
+// whole machine and per CPU.
+ojson activity_summary_json(const std::vector<RunFigures>& runs) {
+  using Count = std::optional<std::uint64_t>;
+  ojson per_seg = ojson::object();
+  ojson per_s = ojson::object();
+  add_rates(per_seg, per_s, "ipis", runs, [](const RunFigures& f) {
+    return as_double(f.activity.interrupts ? Count(f.activity.wakeup_ipis()) : std::nullopt);
+  });
+  add_rates(per_seg, per_s, "context_switches", runs,
+            [](const RunFigures& f) { return as_double(f.activity.context_switches); });
+  std::set<std::uint32_t> cpu_ids;
+  for (const RunFigures& f : runs) {
+    for (const auto& [cpu, c] : f.activity.cpus) {
+      cpu_ids.insert(cpu);
+    }
+  }
+  ojson cpus = ojson::object();
+  for (std::uint32_t cpu : cpu_ids) {
+    std::vector<double> busy;
+    for (const RunFigures& f : runs) {
+      const auto it = f.activity.cpus.find(cpu);
+      if (it != f.activity.cpus.end()) {
+        busy.push_back(it->second.non_idle_pct);
+      }
+    }
+    ojson cs = ojson::object();
+    ojson cps = ojson::object();
+    add_rates(cs, cps, "net_rx_softirqs", runs,
+              of_cpu(cpu, [](const Activity& a, const CpuActivity& c) {
+                return a.softirqs ? Count(c.net_rx_softirqs) : std::nullopt;
+              }));
+    add_rates(cs, cps, "net_tx_softirqs", runs,
+              of_cpu(cpu, [](const Activity& a, const CpuActivity& c) {
+                return a.softirqs ? Count(c.net_tx_softirqs) : std::nullopt;
+              }));
+    for (const char* row : kRecordedInterrupts) {
+      add_rates(cs, cps, row, runs, of_cpu(cpu, [row](const Activity&, const CpuActivity& c) {
+                  return interrupt_row(c, row);
+                }));
+    }
+    cpus[std::to_string(cpu)] = {
+        {"non_idle_pct", spread_json(busy, 3)}, {"per_segment", cs}, {"per_s", cps}};
+  }
+  return {{"per_segment", per_seg}, {"per_s", per_s}, {"cpus", cpus}};
+}
+
 ojson summary_json(const std::vector<RunFigures>& runs) {
   return {
       {"throughput_mbps", spread_json(each(runs, [](auto& f) { return f.throughput_mbps; }), 2)},
@@ -298,7 +420,8 @@ ojson summary_json(const std::vector<RunFigures>& runs) {
                                                              f.wall_s
                                                        : 0.0;
                                           }),
-                                     0)}};
+                                     0)},
+      {"activity", activity_summary_json(runs)}};
 }
 
 ojson counts_json(const TraceCounts& c, std::int64_t segs, const NetPlan& plan) {
@@ -324,6 +447,115 @@ ojson counts_json(const TraceCounts& c, std::int64_t segs, const NetPlan& plan) 
           {"sk_buff_allocs", c.sk_buff_allocs},
           {"slab_cache_allocs", caches},
           {"distinct_alloc_stacks", c.distinct_stacks}};
+}
+
+// {"name": samples, ...} of the first `n`.
+ojson samples_object(const std::vector<std::pair<std::string, std::uint64_t>>& v, std::size_t n) {
+  ojson o = ojson::object();
+  for (std::size_t i = 0; i < v.size() && i < n; ++i) {
+    o[v[i].first] = v[i].second;
+  }
+  return o;
+}
+
+// The traced run's CPUs and their busy (non-idle) time.
+std::map<std::uint32_t, double> cpu_busy_us(const std::optional<RunFigures>& traced) {
+  std::map<std::uint32_t, double> out;
+  if (traced) {
+    for (const auto& [cpu, a] : traced->activity.cpus) {
+      out[cpu] = a.non_idle_us;
+    }
+  }
+  return out;
+}
+
+ProfileSummary summarize(const ProfileSamples& s, const std::map<std::uint32_t, double>& busy) {
+  std::vector<std::uint32_t> cpus;
+  for (const auto& [cpu, us] : busy) {
+    cpus.push_back(cpu);
+  }
+  return summarize_profile(s, cpus);
+}
+
+// In profile_groups() order (a std::map would sort them by name).
+ojson ordered_shares_json(const std::map<std::string, double>& shares) {
+  ojson o = ojson::object();
+  for (const ProfileGroup& g : profile_groups()) {
+    const auto it = shares.find(std::string(g.name));
+    if (it != shares.end()) {
+      o[std::string(g.name)] = rounded(it->second, 4);
+    }
+  }
+  return o;
+}
+
+// trace.profile (docs/measure.md, "The kernel profile"); `traced` gives the CPUs and their busy
+// time.
+ojson profile_json(const ProfileSamples& samples, const std::optional<RunFigures>& traced) {
+  const std::map<std::uint32_t, double> busy_us = cpu_busy_us(traced);
+  const ProfileSummary p = summarize(samples, busy_us);
+  const double expected = p.expected_samples_per_cpu();
+  const auto share = [&p](std::uint64_t n) { return rounded(p.share(n), 4); };
+  ojson functions = ojson::array();
+  for (std::size_t i = 0; i < p.functions.size() && i < 40; ++i) {
+    const auto& [f, n] = p.functions[i];
+    functions.push_back(
+        {{"function", f}, {"group", profile_group(f)}, {"samples", n}, {"busy_share", share(n)}});
+  }
+  const std::uint64_t deferred = p.group("irqs_off_deferred");
+  ojson callers = ojson::array();
+  for (std::size_t i = 0; i < p.deferred_callers.size() && i < 15; ++i) {
+    const auto& [f, n] = p.deferred_callers[i];
+    callers.push_back(
+        {{"caller", f}, {"samples", n}, {"deferred_share", rounded(per(n, deferred), 4)}});
+  }
+  ojson chains = ojson::array();
+  for (std::size_t i = 0; i < p.chains.size() && i < 25; ++i) {
+    const auto& [c, n] = p.chains[i];
+    chains.push_back({{"chain", c}, {"samples", n}, {"busy_share", share(n)}});
+  }
+  ojson cpus = ojson::array();
+  for (const auto& [cpu, c] : p.cpus) {
+    const auto us = busy_us.find(cpu);
+    cpus.push_back({{"cpu", cpu},
+                    {"samples", c.samples},
+                    {"expected_samples", rounded(expected, 0)},
+                    {"sampled_share",
+                     rounded(expected > 0 ? static_cast<double>(c.samples) / expected : 0, 4)},
+                    {"idle_samples", c.idle},
+                    {"tracing_samples", c.tracing},
+                    {"user_samples", c.user},
+                    {"busy_samples", c.busy},
+                    {"traced_run_non_idle_us",
+                     us == busy_us.end() ? ojson(nullptr) : ojson(rounded(us->second, 0))},
+                    {"group_shares", ordered_shares_json(group_shares(c.groups, c.busy))}});
+  }
+  const std::map<std::string, double> weighted = cpu_weighted_group_shares(p, busy_us);
+  return {{"hz", kProfileHz},
+          {"window_s", rounded(p.window_s, 4)},
+          {"samples", p.samples},
+          {"expected_samples", rounded(expected * static_cast<double>(p.cpus.size()), 0)},
+          {"idle_samples", p.idle},
+          {"tracing_samples", p.tracing},
+          {"tracer_process_samples", p.tracer_process},
+          {"user_samples", p.user},
+          {"busy_samples", p.busy},
+          {"unrecorded_samples", p.unrecorded},
+          {"group_shares", ordered_shares_json(group_shares(p.groups, p.busy))},
+          {"group_shares_cpu_weighted",
+           weighted.empty() ? ojson(nullptr) : ordered_shares_json(weighted)},
+          {"deferred_by_irqs_off",
+           {{"samples", deferred},
+            {"busy_share", share(deferred)},
+            {"at", samples_object(p.deferred_at, 10)},
+            {"callers", callers}}},
+          {"functions", functions},
+          {"chains", chains},
+          {"chain_samples", p.chain_samples},
+          {"per_cpu", cpus},
+          {"processes", samples_object(p.processes, 12)},
+          {"idle_functions", samples_object(p.idle_functions, 10)},
+          {"tracing_functions", samples_object(p.tracing_functions, 10)}};
 }
 
 ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
@@ -375,6 +607,9 @@ ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
                      {"bytes", a.bytes}});
   }
   tr["alloc_sites"] = sites;
+  if (!c.profile.empty()) {
+    tr["profile"] = profile_json(c.profile, t.run);
+  }
   return tr;
 }
 
@@ -524,7 +759,8 @@ std::string summary_header() {
   std::ostringstream s;
   s << std::left << std::setw(26) << "configuration" << std::right << std::setw(5) << "runs"
     << std::setw(11) << "Mbit/s" << std::setw(9) << "cpu%" << std::setw(9) << "ticks%"
-    << std::setw(10) << "us/KB" << std::setw(9) << "MAD" << std::setw(8) << "steal%"
+    << std::setw(10) << "us/KB" << std::setw(9) << "MAD" << std::setw(8) << "steal%" << std::setw(9)
+    << "IPI/seg" << std::setw(9) << "cs/seg"
     << "  trace\n";
   return s.str();
 }
@@ -552,6 +788,18 @@ std::string summary_row(const ConfigResult& r) {
       << fixed(spread(cpu).median, 1) << std::setw(9) << fixed(spread(ticks).median, 1)
       << std::setw(10) << fixed(sds.median, 4) << std::setw(9) << fixed(sds.mad, 4) << std::setw(8)
       << fixed(spread(steal).median, 1);
+    std::vector<double> ipis;
+    std::vector<double> cs;
+    for (const RunFigures& f : r.runs) {
+      if (f.activity.interrupts) {
+        ipis.push_back(ratio(f.activity.wakeup_ipis(), f.client_out_segs));
+      }
+      if (f.activity.context_switches) {
+        cs.push_back(ratio(*f.activity.context_switches, f.client_out_segs));
+      }
+    }
+    s << std::setw(9) << (ipis.empty() ? "-" : fixed(spread(ipis).median, 4)) << std::setw(9)
+      << (cs.empty() ? "-" : fixed(spread(cs).median, 4));
   }
   s << "  " << r.trace.status;
   if (!r.trace.reason.empty()) {
@@ -560,6 +808,52 @@ std::string summary_row(const ConfigResult& r) {
   s << "\n";
   return s.str();
 }
+
+namespace {
+
+// "name 12.3%, ..." of the first `n`, shares of `of`.
+std::string top_text(const std::vector<std::pair<std::string, std::uint64_t>>& v, std::size_t n,
+                     std::uint64_t of) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size() && i < n; ++i) {
+    s += (i == 0 ? "" : ", ") + v[i].first + " " + fixed(100 * per(v[i].second, of), 1) + "%";
+  }
+  return s;
+}
+
+std::string profile_summary(const ProfileSamples& samples,
+                            const std::optional<RunFigures>& traced) {
+  const std::map<std::uint32_t, double> busy_us = cpu_busy_us(traced);
+  const ProfileSummary p = summarize(samples, busy_us);
+  std::ostringstream s;
+  s << "    profile: " << p.samples << " samples at " << kProfileHz << " Hz over "
+    << fixed(p.window_s, 2) << " s (";
+  bool first = true;
+  for (const auto& [cpu, c] : p.cpus) {
+    s << (first ? "" : ", ") << "CPU " << cpu << " "
+      << fixed(100 * per(c.samples, static_cast<std::uint64_t>(p.expected_samples_per_cpu())), 0)
+      << "%";
+    first = false;
+  }
+  s << " of the expected): idle " << fixed(100 * per(p.idle, p.samples), 1) << "%, tracing "
+    << fixed(100 * per(p.tracing, p.samples), 1) << "%, busy " << p.busy << "\n";
+  s << "      busy samples: " << profile_group_line(group_shares(p.groups, p.busy)) << "\n";
+  const std::map<std::string, double> weighted = cpu_weighted_group_shares(p, busy_us);
+  if (!weighted.empty()) {
+    s << "      by CPU time:  " << profile_group_line(weighted) << "\n";
+  }
+  s << "      top: " << top_text(p.functions, 6, p.busy) << "\n";
+  s << "      processes: " << top_text(p.processes, 6, p.samples - p.tracer_process) << "\n";
+  const std::uint64_t deferred = p.group("irqs_off_deferred");
+  if (deferred > 0) {
+    s << "      irqs-off deferred (" << fixed(100 * p.share(deferred), 1)
+      << "% of busy samples), re-enabled under: " << top_text(p.deferred_callers, 4, deferred)
+      << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace
 
 std::string trace_summary(const ConfigResult& r) {
   if (!r.trace.counts || !r.trace.run || r.trace.run->client_out_segs <= 0) {
@@ -593,6 +887,9 @@ std::string trace_summary(const ConfigResult& r) {
     << fixed(ratio(c.copy_datagram_iovec_bytes, segs), 0) << " B)"
     << ", consume_skb " << fixed(ratio(c.consume_skb, segs), 4) << ", kfree_skb "
     << fixed(ratio(c.kfree_skb, segs), 4) << "\n";
+  if (!c.profile.empty()) {
+    s << profile_summary(c.profile, r.trace.run);
+  }
   return s.str();
 }
 

@@ -53,6 +53,7 @@ struct RunFigures {
   std::int64_t server_in_segs = 0;
   std::int64_t server_out_segs = 0;   // the ACKs
   nlohmann::ordered_json iperf3_cpu;  // iperf3's own end.cpu_utilization_percent
+  Activity activity;  // per-CPU busy time, NET_RX/NET_TX softirqs, IPIs; context switches
 };
 
 struct TraceOutcome {

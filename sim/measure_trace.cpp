@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -167,9 +169,20 @@ const std::vector<std::string>& wanted_tracepoints() {
   return wanted;
 }
 
+std::string profile_ip_register(const std::string& arch) {
+  if (arch == "x86_64") {
+    return "ip";
+  }
+  if (arch == "aarch64") {
+    return "pc";
+  }
+  return "";
+}
+
 std::string bpftrace_program(const std::vector<std::string>& present,
                              const std::string& device_prefix,
-                             const std::vector<std::string>& skb_caches) {
+                             const std::vector<std::string>& skb_caches,
+                             const std::string& ip_register) {
   const auto has = [&](const char* tp) {
     return std::find(present.begin(), present.end(), tp) != present.end();
   };
@@ -224,6 +237,29 @@ std::string bpftrace_program(const std::vector<std::string>& present,
          cond +
          ") {\n"
          "    @cache[$c, kstack(8)] = stats(args->bytes_req);\n"
+         "  }\n"
+         "}\n";
+  }
+  if (!ip_register.empty()) {
+    // The first and last sample's time give the window (bpftrace 0.17 prints no min());
+    // bpftrace's own process (attaching, printing) is tracing cost; the top bit tells kernel
+    // from user addresses. @prof's key is the address, printed as its function (ksym).
+    const std::string ip = "reg(\"" + ip_register + "\")";
+    p += "profile:hz:" + std::to_string(kProfileHz) + " {\n";
+    p += "  if (@prof_t0 == 0) {\n"
+         "    @prof_t0 = nsecs;\n"
+         "  }\n"
+         "  @prof_t1 = nsecs;\n"
+         "  if (comm == \"bpftrace\") {\n"
+         "    @prof_tracer[cpu] = count();\n"
+         "  } else {\n"
+         "    @prof_comm[comm] = count();\n";
+    p += "    if (" + ip + " >> 63) {\n";
+    p += "      @prof[cpu, ksym(" + ip + ")] = count();\n";
+    p += "      @prof_chain[kstack(" + std::to_string(kProfileChainFrames) + ")] = count();\n";
+    p += "    } else {\n"
+         "      @prof_user[cpu] = count();\n"
+         "    }\n"
          "  }\n"
          "}\n";
   }
@@ -352,17 +388,25 @@ class TraceReader {
  public:
   explicit TraceReader(const Kallsyms& syms) : syms_(syms) {}
 
-  void map(const std::string& name, const nlohmann::json& value) {
-    if (!value.is_object()) {  // a map without keys: @copy_iovec
-      if (name == "@copy_iovec") {
-        t_.copy_datagram_iovec = as_u64(value);
-      } else if (name == "@copy_iovec_bytes") {
-        t_.copy_datagram_iovec_bytes = as_u64(value);
-      }
-      return;
+  // A map without keys: @copy_iovec.
+  void keyless(const std::string& name, const nlohmann::json& value) {
+    if (name == "@copy_iovec") {
+      t_.copy_datagram_iovec = as_u64(value);
+    } else if (name == "@copy_iovec_bytes") {
+      t_.copy_datagram_iovec_bytes = as_u64(value);
+    } else if (name == "@prof_t0") {
+      t_.profile.first_ns = as_u64(value);
+    } else if (name == "@prof_t1") {
+      t_.profile.last_ns = as_u64(value);
     }
-    for (const auto& [key, v] : value.items()) {
-      entry(name, key, v);
+  }
+
+  // One entry of a map, as printed (a key may come more than once).
+  void entry(const std::string& name, const std::string& key, const nlohmann::json& v) {
+    if (name.rfind("@prof", 0) == 0) {
+      profile(name, key, as_u64(v));
+    } else {
+      counts(name, key, v);
     }
   }
 
@@ -376,7 +420,30 @@ class TraceReader {
   }
 
  private:
-  void entry(const std::string& name, const std::string& key, const nlohmann::json& v) {
+  void profile(const std::string& name, const std::string& key, std::uint64_t n) {
+    ProfileSamples& p = t_.profile;
+    const auto [k1, k2] = split_key(key);
+    const auto cpu = static_cast<std::uint32_t>(std::strtoul(k1.c_str(), nullptr, 10));
+    if (name == "@prof") {
+      if (k2.rfind("0x", 0) != 0) {
+        p.kernel[cpu][k2] += n;
+      } else if ((parse_address(k2) >> 63) != 0) {
+        p.kernel[cpu]["[unknown]"] += n;  // kallsyms does not name it
+      } else {
+        p.user[cpu] += n;
+      }
+    } else if (name == "@prof_user") {
+      p.user[cpu] += n;
+    } else if (name == "@prof_tracer") {
+      p.tracer[cpu] += n;
+    } else if (name == "@prof_comm") {
+      p.processes[key] += n;
+    } else if (name == "@prof_chain") {
+      p.chains[stack_functions(key)] += n;
+    }
+  }
+
+  void counts(const std::string& name, const std::string& key, const nlohmann::json& v) {
     const auto [k1, k2] = split_key(key);
     if (name == "@xmit" || name == "@rx") {
       const int summed = k2.empty() ? -1 : std::atoi(k2.c_str());
@@ -447,6 +514,54 @@ class TraceReader {
 
 }  // namespace
 
+namespace {
+
+// The entries of the maps in one line's "data", in the order printed, duplicate keys included
+// (a parsed object keeps only the last of them).
+struct MapEntry {
+  std::string map;
+  std::optional<std::string> key;  // nullopt: a map without keys
+  nlohmann::json value;
+};
+
+// Collects MapEntry from nlohmann's parse events. Depths: the line's object 0, its "data" key
+// 1, a map's name 2, a map's entry key 3 (the value of a keyless map arrives at 2).
+class EntryCollector {
+ public:
+  bool operator()(int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::key) {
+      if (depth == 1) {
+        top_ = parsed.get<std::string>();
+      } else if (depth == 2) {
+        map_ = parsed.get<std::string>();
+      } else if (depth == 3) {
+        key_ = parsed.get<std::string>();
+      }
+      return true;
+    }
+    if (top_ != "data") {
+      return true;
+    }
+    const bool done =
+        event == Event::value || event == Event::object_end || event == Event::array_end;
+    if (done && depth == 3) {
+      entries.push_back({map_, key_, parsed});
+    } else if (event == Event::value && depth == 2) {
+      entries.push_back({map_, std::nullopt, parsed});
+    }
+    return true;
+  }
+  std::vector<MapEntry> entries;
+
+ private:
+  std::string top_;
+  std::string map_;
+  std::string key_;
+};
+
+}  // namespace
+
 TraceCounts parse_bpftrace_output(const std::string& text, const Kallsyms& syms) {
   TraceReader reader(syms);
   std::istringstream in(text);
@@ -458,18 +573,25 @@ TraceCounts parse_bpftrace_output(const std::string& text, const Kallsyms& syms)
       continue;
     }
     nlohmann::json j;
+    EntryCollector collector;
     try {
-      j = nlohmann::json::parse(line);
+      j = nlohmann::json::parse(
+          line, [&collector](int depth, nlohmann::json::parse_event_t event,
+                             nlohmann::json& parsed) { return collector(depth, event, parsed); });
     } catch (const nlohmann::json::exception&) {
       throw MeasureError("bpftrace output line " + std::to_string(line_no) +
                          ": expected a JSON object, got " + line.substr(0, 80));
     }
-    const std::string type = j.value("type", "");
+    const std::string type = j.is_object() ? j.value("type", "") : "";
     if ((type != "map" && type != "stats") || !j.contains("data") || !j["data"].is_object()) {
       continue;
     }
-    for (const auto& [name, value] : j["data"].items()) {
-      reader.map(name, value);
+    for (const MapEntry& e : collector.entries) {
+      if (e.key) {
+        reader.entry(e.map, *e.key, e.value);
+      } else if (!e.value.is_object()) {
+        reader.keyless(e.map, e.value);
+      }
     }
   }
   return reader.finish();

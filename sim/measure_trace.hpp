@@ -12,7 +12,10 @@
 //   skb:skb_copy_datagram_iovec      calls and bytes (system-wide);
 //   kmem:kmalloc, kmem:kmem_cache_alloc (skbuff caches)   with a kernel stack of 8 frames, so
 //                           an allocation is attributed to pskb_expand_head or skb_segment when
-//                           either is on its stack (system-wide).
+//                           either is on its stack (system-wide);
+//   profile:hz:997          the sampled kernel function per CPU, a 4-frame kernel stack, and
+//                           the samples in user space and in bpftrace's own process
+//                           (sim/measure_profile.hpp says what is made of them).
 // System-wide counts include whatever else the machine did meanwhile; at the rates of a stream
 // that is small, but it is why the run description records the machine's background load.
 
@@ -22,6 +25,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "sim/measure_profile.hpp"
 
 namespace skbsim::sim::measure {
 
@@ -61,11 +66,21 @@ std::vector<std::string> skb_cache_names(
 std::map<std::string, std::vector<std::string>> skb_cache_merges(
     const std::filesystem::path& slab_dir = "/sys/kernel/slab");
 
+// The register bpftrace's reg() names the interrupted instruction pointer by, for `uname -m`:
+// "ip" on x86_64, "pc" on aarch64; "" for an architecture this does not know (no profile then).
+std::string profile_ip_register(const std::string& arch);
+
 // The bpftrace program over `present` (a subset of wanted_tracepoints()); devices are those
-// whose name starts with `device_prefix`; slab allocations are traced from `skb_caches`.
+// whose name starts with `device_prefix`; slab allocations are traced from `skb_caches`. With an
+// `ip_register` (profile_ip_register()) it ends with the profile probe: last, so that bpftrace
+// attaches it after the tracepoints. A sample whose instruction pointer has the top bit clear is
+// counted as user space, by CPU only: kernel text is in the upper half on the 64-bit
+// architectures this runs on, and user addresses keyed one by one would make the map as large as
+// the number of samples.
 std::string bpftrace_program(const std::vector<std::string>& present,
                              const std::string& device_prefix,
-                             const std::vector<std::string>& skb_caches);
+                             const std::vector<std::string>& skb_caches,
+                             const std::string& ip_register);
 
 // Kernel text symbols from /proc/kallsyms, to name the call sites bpftrace reports as addresses.
 class Kallsyms {
@@ -118,10 +133,13 @@ struct TraceCounts {
   std::map<std::string, std::uint64_t> slab_cache_allocs;
   std::vector<AllocSite> alloc_sites;  // sorted, most first
   std::size_t distinct_stacks = 0;
+  ProfileSamples profile;  // empty when the program had no profile probe
 };
 
-// Parses `bpftrace -f json` output (one JSON object per line). Throws MeasureError on a line that
-// is not JSON.
+// Parses `bpftrace -f json` output (one JSON object per line). A map's entries are read as
+// printed, duplicates included: bpftrace keys @prof by address and prints each entry's key as
+// the function name (ksym()), so one function can appear several times; they are summed. Throws
+// MeasureError on a line that is not JSON.
 TraceCounts parse_bpftrace_output(const std::string& text, const Kallsyms& syms);
 
 // "__alloc_skb+377" -> "__alloc_skb".

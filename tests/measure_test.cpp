@@ -16,6 +16,7 @@
 #include "sim/measure_host.hpp"
 #include "sim/measure_net.hpp"
 #include "sim/measure_process.hpp"
+#include "sim/measure_profile.hpp"
 #include "sim/measure_report.hpp"
 #include "sim/measure_trace.hpp"
 #include "sim/scenario.hpp"
@@ -69,6 +70,108 @@ TEST(MeasureHost, NonIdleIsWallTimeLessIdleIowaitAndSteal) {
   EXPECT_NEAR(u.ticks_busy_pct, 100.0 * 110 / 170, 1e-9);
   EXPECT_NEAR(u.steal_pct, 100.0 * 10 / 170, 1e-9);
   EXPECT_EQ(u.tick_deltas.at("softirq"), 20U);
+}
+
+TEST(MeasureHost, ProcStatPerCpuLinesAndContextSwitches) {
+  const CpuTicks t = parse_proc_stat(kStat0);
+  ASSERT_EQ(t.per_cpu.size(), 2U);
+  EXPECT_EQ(t.per_cpu.at(1)[0], 50U);  // user
+  EXPECT_EQ(t.per_cpu.at(1)[5], 3U);   // irq
+  EXPECT_EQ(t.ctxt, 999U);
+  EXPECT_FALSE(parse_proc_stat(kStat1).ctxt.has_value());
+}
+
+// /proc/softirqs and /proc/interrupts as a 2-vCPU x86 guest prints them (abridged), one later.
+constexpr const char* kSoftirqs0 =
+    "                    CPU0       CPU1       \n"
+    "          HI:          0          0\n"
+    "      NET_TX:        210        196\n"
+    "      NET_RX:    6489162    5869776\n"
+    "       SCHED:     574285     555386\n";
+constexpr const char* kSoftirqs1 =
+    "                    CPU0       CPU1       \n"
+    "      NET_TX:        212        196\n"
+    "      NET_RX:    6489262    5870776\n";
+constexpr const char* kInterrupts0 =
+    "           CPU0       CPU1       \n"
+    "  24:          1          0  IO-APIC   5-edge      ACPI:Ged\n"
+    " 36:          0    1921947 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0\n"
+    "NMI:          0          0   Non-maskable interrupts\n"
+    "LOC:    7622712    5512427   Local timer interrupts\n"
+    "RES:     373096     429024   Rescheduling interrupts\n"
+    "CAL:     659763    2535207   Function call interrupts\n"
+    "TLB:          0          0   TLB shootdowns\n"
+    "ERR:          0\n"
+    "MIS:          0\n";
+constexpr const char* kInterrupts1 =
+    "           CPU0       CPU1       \n"
+    "LOC:    7622812    5513427   Local timer interrupts\n"
+    "RES:     373106     429524   Rescheduling interrupts\n"
+    "CAL:     659773    2550207   Function call interrupts\n"
+    "TLB:          0          0   TLB shootdowns\n"
+    "ERR:          0\n";
+
+TEST(MeasureHost, SoftirqRowsPerCpu) {
+  const PerCpuRows r = parse_proc_softirqs(kSoftirqs0);
+  EXPECT_EQ(r.cpus, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(r.at("NET_RX", 1), 5869776U);
+  EXPECT_EQ(r.at("NET_TX", 0), 210U);
+  EXPECT_EQ(r.at("NET_TX", 7), 0U);  // no such CPU
+  EXPECT_EQ(r.at("BLOCK", 0), 0U);   // no such row
+  EXPECT_TRUE(parse_proc_softirqs("").rows.empty());
+}
+
+TEST(MeasureHost, InterruptRowsByLabelSkipShortOnesAndNameOtherArchitecturesIpis) {
+  const PerCpuRows x86 = parse_proc_interrupts(kInterrupts0);
+  EXPECT_EQ(x86.at("CAL", 1), 2535207U);
+  EXPECT_EQ(x86.at("RES", 0), 373096U);
+  EXPECT_EQ(x86.at("36", 1), 1921947U);
+  EXPECT_EQ(x86.rows.count("ERR"), 0U);  // one count for two CPUs
+  // arm64 numbers its IPI rows; they are filed under x86's labels too. CPU numbers need not
+  // start at 0 or be dense (offline CPUs are not printed).
+  const PerCpuRows arm = parse_proc_interrupts(
+      "           CPU0       CPU2       \n"
+      " 11:      12345      23456     GICv3  27 Level     arch_timer\n"
+      "IPI0:       100        200       Rescheduling interrupts\n"
+      "IPI1:       300        400       Function call interrupts\n"
+      "IPI2:         0          0       CPU stop interrupts\n"
+      "Err:          0\n");
+  EXPECT_EQ(arm.at("RES", 2), 200U);
+  EXPECT_EQ(arm.at("CAL", 0), 300U);
+  EXPECT_EQ(arm.at("IPI1", 2), 400U);
+  EXPECT_EQ(arm.rows.count("TLB"), 0U);
+}
+
+TEST(MeasureHost, ActivityIsPerCpuDeltasOfWhatExists) {
+  ActivitySnapshot a;
+  a.stat = parse_proc_stat(kStat0);
+  a.softirqs = parse_proc_softirqs(kSoftirqs0);
+  a.interrupts = parse_proc_interrupts(kInterrupts0);
+  ActivitySnapshot b;
+  b.stat = parse_proc_stat(std::string(kStat1) + "ctxt 1999\n");
+  b.softirqs = parse_proc_softirqs(kSoftirqs1);
+  b.interrupts = parse_proc_interrupts(kInterrupts1);
+  const Activity act = activity(a, b, 1.0, 100);
+  EXPECT_EQ(act.context_switches, 1000U);
+  ASSERT_EQ(act.cpus.size(), 2U);
+  // CPU 0: idle +25 ticks, steal +5 ticks at 100 Hz of 1 s: 700000 us busy.
+  EXPECT_DOUBLE_EQ(act.cpus.at(0).non_idle_us, 7e5);
+  EXPECT_DOUBLE_EQ(act.cpus.at(0).non_idle_pct, 70.0);
+  EXPECT_TRUE(act.softirqs);
+  EXPECT_EQ(act.cpus.at(0).net_tx_softirqs, 2U);
+  EXPECT_EQ(act.cpus.at(1).net_rx_softirqs, 1000U);
+  EXPECT_EQ(act.cpus.at(1).interrupts.at("CAL"), 15000U);
+  EXPECT_EQ(act.cpus.at(1).interrupts.at("RES"), 500U);
+  EXPECT_EQ(act.cpus.at(0).interrupts.at("LOC"), 100U);
+  EXPECT_EQ(act.wakeup_ipis(), 10U + 15000U + 10U + 500U);
+  // Without /proc/interrupts (or a kernel without ctxt) nothing is made up.
+  b.interrupts = {};
+  const Activity none = activity(a, b, 1.0, 100);
+  EXPECT_FALSE(none.interrupts);
+  EXPECT_TRUE(none.cpus.at(1).interrupts.empty());
+  EXPECT_EQ(none.wakeup_ipis(), 0U);
+  b.stat.ctxt.reset();
+  EXPECT_FALSE(activity(a, b, 1.0, 100).context_switches.has_value());
 }
 
 TEST(MeasureHost, SnmpTcpCounters) {
@@ -162,12 +265,212 @@ TEST(MeasureNet, EthtoolFeaturesBecomeTheScenarioFeatureNames) {
 
 TEST(MeasureTrace, ProgramHasOnlyThePresentTracepoints) {
   const std::string p = bpftrace_program({"net:net_dev_start_xmit", "kmem:kmem_cache_alloc"},
-                                         "skbm-", {"skbuff_head_cache", "pool_workqueue"});
+                                         "skbm-", {"skbuff_head_cache", "pool_workqueue"}, "");
   EXPECT_NE(p.find("tracepoint:net:net_dev_start_xmit /strncmp(str(args->name), \"skbm-\", 5)"),
             std::string::npos);
   EXPECT_NE(p.find("$c == \"skbuff_head_cache\" || $c == \"pool_workqueue\""), std::string::npos);
   EXPECT_EQ(p.find("netif_rx_entry"), std::string::npos);
   EXPECT_EQ(p.find("kmem:kmalloc "), std::string::npos);
+}
+
+TEST(MeasureTrace, ProgramEndsWithTheProfileProbeWhenTheArchitectureIsKnown) {
+  const std::vector<std::string> tps = {"net:net_dev_start_xmit", "skb:consume_skb"};
+  const std::string p = bpftrace_program(tps, "skbm-", {}, profile_ip_register("x86_64"));
+  const auto at = p.find("profile:hz:997 {");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GT(at, p.find("tracepoint:skb:consume_skb"));  // attached last
+  EXPECT_NE(p.find("@prof[cpu, ksym(reg(\"ip\"))] = count();"), std::string::npos);
+  EXPECT_NE(p.find("@prof_chain[kstack(4)] = count();"), std::string::npos);
+  EXPECT_NE(p.find("if (comm == \"bpftrace\")"), std::string::npos);
+  EXPECT_NE(p.find("reg(\"ip\") >> 63"), std::string::npos);
+  EXPECT_NE(p.find("@prof_comm[comm] = count();"), std::string::npos);
+  EXPECT_EQ(profile_ip_register("aarch64"), "pc");
+  EXPECT_EQ(profile_ip_register("riscv64"), "");
+  EXPECT_EQ(bpftrace_program(tps, "skbm-", {}, "").find("profile:"), std::string::npos);
+}
+
+// What `bpftrace -f json` printed for the profile probe, by hand: @prof is keyed by address and
+// printed by name, so "1,pvm_irq_enable" comes twice (two addresses in it); an address kallsyms
+// does not name is printed as hex.
+constexpr const char* kProfileOutput =
+    R"({"type": "attached_probes", "data": {"probes": 2}}
+{"type": "map", "data": {"@prof": {"0,pvm_safe_halt_hc": 600, "1,pvm_safe_halt_hc": 100, "1,pvm_irq_enable": 200, "1,_copy_to_iter": 150, "1,pvm_irq_enable": 50, "0,tcp_sendmsg_locked": 100, "0,bpf_prog_1eb6d95ee9268e2a_997": 20, "0,0xffffffffc0123456": 5, "0,0x7f508c69620c": 3}}}
+{"type": "map", "data": {"@prof_user": {"0": 30, "1": 7}}}
+{"type": "map", "data": {"@prof_tracer": {"0": 12}}}
+{"type": "map", "data": {"@prof_comm": {"iperf3": 500, "swapper/0": 600, "swapper/1": 100, "ksoftirqd/1": 70}}}
+{"type": "map", "data": {"@prof_t0": 22988830730827}}
+{"type": "map", "data": {"@prof_t1": 22989830730827}}
+{"type": "map", "data": {"@prof_chain": {"\n    pvm_irq_enable+25\n    __raw_callee_save_pvm_irq_enable+17\n    __local_bh_enable_ip+90\n    ip_finish_output2+400\n": 180, "\n    pvm_irq_enable+25\n    __raw_callee_save_pvm_irq_enable+17\n    _raw_spin_unlock_irqrestore+20\n    try_to_wake_up+300\n": 70, "\n    _copy_to_iter+100\n    __skb_datagram_iter+60\n    skb_copy_datagram_iter+20\n    tcp_recvmsg_locked+800\n": 150, "\n    pvm_safe_halt_hc+1\n    default_idle+9\n    default_idle_call+40\n    do_idle+200\n": 700, "": 3}}}
+)";
+
+TEST(MeasureTrace, ProfileSamplesAreSummedOverDuplicateKeys) {
+  const TraceCounts c = parse_bpftrace_output(kProfileOutput, Kallsyms{});
+  const ProfileSamples& p = c.profile;
+  EXPECT_EQ(p.kernel.at(1).at("pvm_irq_enable"), 250U);  // 200 + 50: both entries
+  EXPECT_EQ(p.kernel.at(0).at("pvm_safe_halt_hc"), 600U);
+  EXPECT_EQ(p.kernel.at(0).at("[unknown]"), 5U);  // a kernel address without a name
+  EXPECT_EQ(p.user.at(0), 33U);                   // @prof_user, and a user address in @prof
+  EXPECT_EQ(p.user.at(1), 7U);
+  EXPECT_EQ(p.tracer.at(0), 12U);
+  EXPECT_EQ(p.chains.at({"pvm_irq_enable", "__raw_callee_save_pvm_irq_enable",
+                         "__local_bh_enable_ip", "ip_finish_output2"}),
+            180U);
+  EXPECT_EQ(p.chains.at({}), 3U);
+  EXPECT_EQ(p.last_ns - p.first_ns, 1000000000U);
+  EXPECT_EQ(p.processes.at("swapper/0"), 600U);
+  EXPECT_TRUE(
+      parse_bpftrace_output("{\"type\": \"map\", \"data\": {\"@copy_iovec\": 4}}\n", Kallsyms{})
+          .profile.empty());
+}
+
+TEST(MeasureProfile, FunctionsFallIntoTheirGroupsFirstRuleFirst) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"pvm_safe_halt_hc", "idle"},
+      {"default_idle_call", "idle"},
+      {"native_safe_halt", "idle"},
+      {"acpi_idle_do_entry", "idle"},
+      {"intel_idle_ibrs", "idle"},
+      {"mwait_idle_with_hints", "idle"},
+      {"poll_idle", "idle"},
+      {"cpuidle_enter_state", "idle"},
+      {"select_idle_sibling", "sched_wakeup"},  // not the idle loop
+      {"bpf_prog_1eb6d95ee9268e2a_997", "tracing"},
+      {"bpf_skops_write_hdr_opt.isra.0", "tcp"},  // a hook on the path, not tracing
+      {"bpf_lsm_socket_sendmsg", "socket_syscall"},
+      {"bpf_get_stackid", "tracing"},
+      {"__bpf_trace_kmem_cache_alloc", "tracing"},
+      {"htab_map_update_elem", "tracing"},
+      {"perf_trace_net_dev_start_xmit", "tracing"},
+      {"__traceiter_kmalloc", "tracing"},
+      {"unwind_next_frame", "tracing"},
+      {"pvm_irq_enable", "irqs_off_deferred"},
+      {"__raw_callee_save_pvm_irq_enable", "irqs_off_deferred"},
+      {"_raw_spin_unlock_irqrestore", "irqs_off_deferred"},
+      {"_raw_spin_unlock_irq", "irqs_off_deferred"},
+      {"__raw_callee_save_pvm_irq_disable", "irq_virt"},  // not "_raw_" locking
+      {"_copy_to_iter", "user_copy"},
+      {"_copy_from_iter", "user_copy"},
+      {"copy_user_generic_unrolled", "user_copy"},
+      {"rep_movs_alternative", "user_copy"},
+      {"__pi_memcpy", "user_copy"},
+      {"csum_partial", "checksum"},
+      {"csum_partial_copy_generic", "checksum"},  // the fused copy is a checksum
+      {"kmem_cache_alloc_node_noprof", "alloc_free"},
+      {"__alloc_skb", "alloc_free"},
+      {"kfree", "alloc_free"},
+      {"skb_release_data", "alloc_free"},
+      {"__slab_free", "alloc_free"},
+      {"napi_consume_skb", "alloc_free"},
+      {"__free_frozen_pages", "alloc_free"},
+      {"skb_defer_free_flush", "alloc_free"},
+      {"_raw_spin_lock", "locking"},
+      {"native_queued_spin_lock_slowpath", "locking"},
+      {"tcp_sendmsg_locked", "tcp"},
+      {"__tcp_transmit_skb", "tcp"},
+      {"cubictcp_acked", "tcp"},
+      {"bbr_main", "tcp"},
+      {"ip_finish_output2", "ip"},
+      {"fib_table_lookup", "ip"},
+      {"inet_gro_receive", "ip"},
+      {"veth_xmit", "device"},
+      {"br_handle_frame", "device"},
+      {"__netif_receive_skb_core.constprop.0", "device"},
+      {"process_backlog", "device"},
+      {"net_rx_action", "device"},
+      {"__dev_queue_xmit", "device"},
+      {"skb_segment", "device"},
+      {"skb_put", "skb"},
+      {"pskb_expand_head", "skb"},
+      {"sock_sendmsg", "socket_syscall"},
+      {"entry_SYSCALL_64", "socket_syscall"},
+      {"release_sock", "socket_syscall"},
+      {"do_select", "socket_syscall"},
+      {"poll_freewait", "socket_syscall"},
+      {"__copy_skb_header", "skb"},
+      {"schedule", "sched_wakeup"},
+      {"__schedule", "sched_wakeup"},
+      {"try_to_wake_up", "sched_wakeup"},
+      {"ttwu_queue_wakelist", "sched_wakeup"},
+      {"finish_task_switch.isra.0", "sched_wakeup"},
+      {"enqueue_task_fair", "sched_wakeup"},
+      {"__smp_call_single_queue", "sched_wakeup"},
+      {"pvm_write_msr", "irq_virt"},
+      {"native_write_msr", "irq_virt"},
+      {"pvclock_clocksource_read_nowd", "irq_virt"},
+      {"lapic_next_event", "irq_virt"},
+      {"irqentry_exit", "irq_virt"},
+      {"handle_softirqs", "irq_virt"},
+      {"__pfx_tcp_sendmsg", "tcp"},  // the padding before a function counts as the function
+      {"[unknown]", "other"},
+      {"mystery_function", "other"},
+  };
+  for (const auto& [f, group] : cases) {
+    EXPECT_EQ(profile_group(f), group) << f;
+  }
+  // Every rule names a group the summaries know.
+  for (const ProfileRule& r : profile_rules()) {
+    const auto groups = profile_groups();
+    EXPECT_TRUE(std::any_of(groups.begin(), groups.end(), [&r](const ProfileGroup& g) {
+      return g.name == r.group;
+    })) << r.pattern;
+  }
+}
+
+TEST(MeasureProfile, BusyExcludesIdleAndTracingAndIncludesUserSpace) {
+  const ProfileSummary p =
+      summarize_profile(parse_bpftrace_output(kProfileOutput, Kallsyms{}).profile, {0, 1, 2});
+  EXPECT_DOUBLE_EQ(p.window_s, 1.0);
+  EXPECT_DOUBLE_EQ(p.expected_samples_per_cpu(), 997.0);
+  EXPECT_EQ(p.cpus.at(2).samples, 0U);  // online, never sampled: listed all the same
+  EXPECT_EQ(p.samples, 600U + 100 + 250 + 150 + 100 + 20 + 5 + 33 + 7 + 12);
+  EXPECT_EQ(p.idle, 700U);
+  EXPECT_EQ(p.tracing, 20U + 12);  // the BPF program, and bpftrace's own process
+  EXPECT_EQ(p.tracer_process, 12U);
+  EXPECT_EQ(p.user, 40U);
+  EXPECT_EQ(p.busy, 250U + 150 + 100 + 5 + 40);
+  // 1270 counted by process, 1265 in the function map and the user-space count.
+  EXPECT_EQ(p.unrecorded, 5U);
+  EXPECT_EQ(p.processes.front(), (std::pair<std::string, std::uint64_t>{"swapper/0", 600}));
+  EXPECT_EQ(p.group("irqs_off_deferred"), 250U);
+  EXPECT_EQ(p.group("user_copy"), 150U);
+  EXPECT_EQ(p.group("tcp"), 100U);
+  EXPECT_EQ(p.group("other"), 5U);
+  EXPECT_EQ(p.group("user"), 40U);
+  EXPECT_DOUBLE_EQ(p.share(p.group("irqs_off_deferred")), 250.0 / 545);
+  EXPECT_EQ(p.functions.front(), (std::pair<std::string, std::uint64_t>{"pvm_irq_enable", 250}));
+  EXPECT_EQ(p.idle_functions.front().first, "pvm_safe_halt_hc");
+  EXPECT_EQ(p.tracing_functions.front().first, "bpf_prog_1eb6d95ee9268e2a_997");
+  // Per CPU: CPU 1 did the copying and most of the deferred work.
+  EXPECT_EQ(p.cpus.at(1).busy, 250U + 150 + 7);
+  EXPECT_EQ(p.cpus.at(0).idle, 600U);
+  EXPECT_EQ(p.cpus.at(0).tracing, 32U);
+  // The callers of the enable point, past the paravirt thunk and _raw_spin_unlock_irqrestore.
+  EXPECT_EQ(p.deferred_callers, (std::vector<std::pair<std::string, std::uint64_t>>{
+                                    {"__local_bh_enable_ip", 180}, {"try_to_wake_up", 70}}));
+  // Idle chains are not among the busy ones; all chains are counted.
+  EXPECT_EQ(p.chains.size(), 3U);
+  EXPECT_EQ(p.chain_samples, 180U + 70 + 150 + 700 + 3);
+  const std::string line = profile_group_line(group_shares(p.groups, p.busy));
+  EXPECT_EQ(line.rfind("irqs-off 45.9% copy 27.5% csum 0.0%", 0), 0U) << line;
+  EXPECT_NE(line.find("other 0.9% user 7.3%"), std::string::npos) << line;
+}
+
+// CPU 0 took 100 busy samples in 1 s of busy time, CPU 1 10 in 1 s: weighted by time, CPU 1's
+// work counts as much as CPU 0's.
+TEST(MeasureProfile, CpuWeightedSharesCorrectForUnevenSampling) {
+  ProfileSamples s;
+  s.kernel[0] = {{"tcp_sendmsg_locked", 100}};
+  s.kernel[1] = {{"_copy_to_iter", 5}, {"pvm_irq_enable", 5}};
+  const ProfileSummary p = summarize_profile(s);
+  EXPECT_NEAR(group_shares(p.groups, p.busy).at("tcp"), 100.0 / 110, 1e-12);
+  const auto w = cpu_weighted_group_shares(p, {{0, 1e6}, {1, 1e6}});
+  EXPECT_DOUBLE_EQ(w.at("tcp"), 0.5);
+  EXPECT_DOUBLE_EQ(w.at("user_copy"), 0.25);
+  EXPECT_DOUBLE_EQ(w.at("irqs_off_deferred"), 0.25);
+  EXPECT_DOUBLE_EQ(w.at("checksum"), 0.0);
+  // A CPU without a time is left out; no times at all, no shares.
+  EXPECT_DOUBLE_EQ(cpu_weighted_group_shares(p, {{0, 1e6}}).at("tcp"), 1.0);
+  EXPECT_TRUE(cpu_weighted_group_shares(p, {}).empty());
 }
 
 TEST(MeasureTrace, SkbCacheNamesFollowSlabMerging) {
@@ -241,6 +544,19 @@ ConfigResult sample_result(Topology t) {
     f.cpu.cpus = 2;
     f.service_demand_us_per_kb = tput / 1000;
     f.client_out_segs = 1000;
+    f.activity.context_switches = static_cast<std::uint64_t>(tput / 10);  // 90, 100, 110
+    f.activity.interrupts = true;
+    f.activity.softirqs = true;
+    f.activity.cpus[0] = {.non_idle_us = 1e6,
+                          .non_idle_pct = 50,
+                          .net_rx_softirqs = 0,
+                          .net_tx_softirqs = 2,
+                          .interrupts = {{"CAL", 10}, {"RES", 0}}};
+    f.activity.cpus[1] = {.non_idle_us = 2e6,
+                          .non_idle_pct = 100,
+                          .net_rx_softirqs = 500,
+                          .net_tx_softirqs = 0,
+                          .interrupts = {{"CAL", 30}, {"RES", 10}}};
     r.runs.push_back(f);
   }
   for (const PlanDevice& d : plan_for(t).devices) {
@@ -254,6 +570,10 @@ ConfigResult sample_result(Topology t) {
   c.expand_head_allocs = 500;
   c.devices["skbm-c0"].xmit_skbs = 1000;
   c.devices["skbm-c0"].xmit_ip_summed[0] = 1000;
+  c.profile.kernel[0] = {{"pvm_safe_halt_hc", 50}, {"tcp_sendmsg_locked", 30}};
+  c.profile.kernel[1] = {{"pvm_irq_enable", 40}, {"_copy_to_iter", 20}};
+  c.profile.user[0] = 10;
+  c.profile.chains[{"pvm_irq_enable", "__raw_callee_save_pvm_irq_enable", "net_rx_action"}] = 40;
   RunFigures traced = r.runs.front();
   r.trace.status = "ok";
   r.trace.run = traced;
@@ -288,6 +608,57 @@ TEST(MeasureReport, MeasurementFileHasMediansSpreadAndPerSegmentCounts) {
   EXPECT_EQ(ps["counters"]["pskb_expand_head_calls"], 0.5);
   EXPECT_EQ(ps["devices"]["M/c0"]["xmit_ip_summed_none"], 1.0);
   EXPECT_EQ(j["trace"]["derived"]["forwarded_skbs"], 0);
+}
+
+TEST(MeasureReport, RunsAndSummaryHaveTheWakeupAndPlacementCounters) {
+  const ConfigResult r = sample_result(Topology::kDirect);
+  const nlohmann::ordered_json j = measurement_json(sample_context(), r);
+  const auto& run = j["runs"][0]["activity"];
+  EXPECT_EQ(run["context_switches"], 90);
+  EXPECT_EQ(run["ipis"], 50);  // CAL + RES on both CPUs
+  EXPECT_EQ(run["cpus"][1]["cpu"], 1);
+  EXPECT_EQ(run["cpus"][1]["net_rx_softirqs"], 500);
+  EXPECT_EQ(run["cpus"][1]["interrupts"]["CAL"], 30);
+  const auto& sum = j["summary"]["activity"];
+  EXPECT_EQ(sum["per_segment"]["context_switches"]["median"], 0.1);  // 100 / 1000 segments
+  EXPECT_EQ(sum["per_segment"]["ipis"]["median"], 0.05);
+  EXPECT_EQ(sum["per_s"]["ipis"]["median"], 25.0);  // 50 over 2 s
+  EXPECT_EQ(sum["cpus"]["1"]["per_segment"]["net_rx_softirqs"]["median"], 0.5);
+  EXPECT_EQ(sum["cpus"]["1"]["per_segment"]["CAL"]["median"], 0.03);
+  EXPECT_EQ(sum["cpus"]["0"]["non_idle_pct"]["median"], 50.0);
+  EXPECT_FALSE(sum["cpus"]["0"]["per_segment"].contains("TLB"));  // not in /proc/interrupts
+  EXPECT_NE(summary_header().find("IPI/seg   cs/seg"), std::string::npos);
+  EXPECT_NE(summary_row(r).find("  0.0500   0.1000  ok"), std::string::npos) << summary_row(r);
+}
+
+TEST(MeasureReport, TraceHasTheProfileBlockAndTheSummaryItsGroups) {
+  const ConfigResult r = sample_result(Topology::kDirect);
+  const nlohmann::ordered_json j = measurement_json(sample_context(), r);
+  const auto& p = j["trace"]["profile"];
+  EXPECT_EQ(p["hz"], kProfileHz);
+  EXPECT_EQ(p["samples"], 150);
+  EXPECT_EQ(p["idle_samples"], 50);
+  EXPECT_EQ(p["busy_samples"], 100);
+  EXPECT_EQ(p["user_samples"], 10);
+  EXPECT_EQ(p["unrecorded_samples"], 0);
+  EXPECT_EQ(p["group_shares"]["irqs_off_deferred"], 0.4);
+  EXPECT_EQ(p["group_shares"]["tcp"], 0.3);
+  EXPECT_EQ(p["group_shares"]["user"], 0.1);
+  EXPECT_FALSE(p["group_shares"].contains("idle"));
+  EXPECT_EQ(p["functions"][0]["function"], "pvm_irq_enable");
+  EXPECT_EQ(p["functions"][0]["group"], "irqs_off_deferred");
+  EXPECT_EQ(p["deferred_by_irqs_off"]["busy_share"], 0.4);
+  EXPECT_EQ(p["deferred_by_irqs_off"]["callers"][0]["caller"], "net_rx_action");
+  EXPECT_EQ(p["per_cpu"][1]["group_shares"]["user_copy"], 0.3333);
+  EXPECT_EQ(p["per_cpu"][1]["traced_run_non_idle_us"], 2e6);
+  // CPU 0 (1 s busy): tcp 0.75, user 0.25; CPU 1 (2 s): deferred 2/3, copy 1/3.
+  EXPECT_EQ(p["group_shares_cpu_weighted"]["tcp"], 0.25);
+  EXPECT_EQ(p["group_shares_cpu_weighted"]["irqs_off_deferred"], 0.4444);
+  const std::string text = trace_summary(r);
+  EXPECT_NE(text.find("profile: 150 samples at 997 Hz"), std::string::npos) << text;
+  EXPECT_NE(text.find("busy samples: irqs-off 40.0% copy 20.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("by CPU time:  irqs-off 44.4% copy 22.2%"), std::string::npos) << text;
+  EXPECT_NE(text.find("re-enabled under: net_rx_action 100.0%"), std::string::npos) << text;
 }
 
 // The scenario written for every topology is one `skbsim validate` accepts.
@@ -525,7 +896,20 @@ TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
   EXPECT_GT(m["runs"][0]["service_demand_us_per_kb"].get<double>(), 0);
   EXPECT_GT(m["runs"][0]["tcp"]["client_out_segs"].get<std::int64_t>(), 0);
   EXPECT_FALSE(m["machine"]["kernel"].get<std::string>().empty());
+  const auto& act = m["runs"][0]["activity"];
+  EXPECT_EQ(act["cpus"].size(), m["machine"]["cpus"].get<std::size_t>());
+  EXPECT_GT(act["cpus"][0]["non_idle_us"].get<double>(), 0);
+  EXPECT_TRUE(act["cpus"][0].contains("net_rx_softirqs"));  // /proc/softirqs: every Linux
+  EXPECT_GT(act["context_switches"].get<std::uint64_t>(), 0U);
+  EXPECT_TRUE(m["summary"]["activity"]["per_segment"].contains("context_switches"));
   const std::string trace = m["trace"]["status"];
+  if (trace == "ok" && !profile_ip_register(m["machine"]["arch"]).empty()) {
+    const auto& prof = m["trace"]["profile"];
+    EXPECT_GT(prof["samples"].get<std::uint64_t>(), 0U);
+    EXPECT_GT(prof["busy_samples"].get<std::uint64_t>(), 0U);
+    EXPECT_EQ(prof["unrecorded_samples"], 0);
+    EXPECT_FALSE(prof["functions"].empty());
+  }
   EXPECT_TRUE(trace == "ok" || trace == "unavailable" || trace == "refused") << trace;
   if (trace != "ok") {
     EXPECT_FALSE(m["trace"]["reason"].get<std::string>().empty());
