@@ -181,24 +181,41 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
   if (!ref.per_segment || h == nullptr || r.segments == 0) {
     return;
   }
-  static const std::array<std::pair<const char*, std::pair<Sym, bool>>, 6> kModelName = {{
-      {"pskb_expand_head_calls", {Sym::kPskbExpandHead, false}},
-      {"skb_segment_outputs", {Sym::kSkbSegment, false}},
-      {"consume_skb_calls", {Sym::kConsumeSkb, false}},
-      {"kfree_skb_calls", {Sym::kKfreeSkb, false}},
-      {"skb_copy_datagram_iovec_calls", {Sym::kSkbCopyDatagramIovec, false}},
-      {"skb_copy_datagram_iovec_bytes", {Sym::kSkbCopyDatagramIovec, true}},
+  // Each counter the model has: its calls or bytes of one symbol, less another's calls.
+  struct ModelCount {
+    const char* key;
+    Sym sym;
+    bool bytes = false;
+    std::optional<Sym> minus = std::nullopt;
+  };
+  static const std::array<ModelCount, 10> kModelName = {{
+      {"pskb_expand_head_calls", Sym::kPskbExpandHead},
+      {"skb_segment_outputs", Sym::kSkbSegment},
+      {"consume_skb_calls", Sym::kConsumeSkb},
+      {"kfree_skb_calls", Sym::kKfreeSkb},
+      {"skb_copy_datagram_iovec_calls", Sym::kSkbCopyDatagramIovec},
+      {"skb_copy_datagram_iovec_bytes", Sym::kSkbCopyDatagramIovec, true},
+      // the stream's skbs: every tcp_transmit_skb but the receiver's pure ACKs
+      {"data_skbs_sent", Sym::kTcpTransmitSkb, false, Sym::kTcpSendAck},
+      {"tcp_acks_sent", Sym::kTcpSendAck},
+      // /proc/stat ctxt and the CAL + RES IPIs of the untraced runs
+      {"context_switches", Sym::kSchedule},
+      {"ipis", Sym::kSendIpi},
   }};
   const PerSegmentReference& ps = *ref.per_segment;
   const double segs = static_cast<double>(r.segments);
-  for (const auto& [key, model] : kModelName) {
+  for (const ModelCount& model : kModelName) {
+    const std::string key = model.key;
     auto it = ps.counters.find(key);
     if (it == ps.counters.end()) {
       continue;
     }
-    const LedgerCell& c = h->cells[static_cast<std::size_t>(model.first)];
-    const double predicted =
-        static_cast<double>(model.second ? c.bytes() : c.calls) / segs;
+    const LedgerCell& c = h->cells[static_cast<std::size_t>(model.sym)];
+    double count = static_cast<double>(model.bytes ? c.bytes() : c.calls);
+    if (model.minus) {
+      count -= static_cast<double>(h->cells[static_cast<std::size_t>(*model.minus)].calls);
+    }
+    const double predicted = count / segs;
     const double measured = it->second;
     const double diff = predicted - measured;
     const bool relative = measured >= 0.01;

@@ -297,6 +297,11 @@ std::string explain(Sym s, const HostPair& p) {
   }
   if (std::abs(b.bytes - a.bytes) >= kSameBytes) {
     why.push_back(bytes_verb(s) + " " + fixed(a.bytes, 1) + " -> " + fixed(b.bytes, 1) + " B/seg");
+    if (!p.calls_moved(s) && std::abs(b.bytes - a.bytes) < 0.01 * a.bytes) {
+      // the payload a segment carries on average (sub-MSS tails), not the path
+      why.push_back("practically the same work per segment: bytes " +
+                    pct_change(a.bytes, b.bytes));
+    }
   }
   bool accounted = !p.calls_moved(s);
   // A free that mirrors its allocation.
@@ -320,9 +325,13 @@ std::string explain(Sym s, const HostPair& p) {
       // that little is the edge of the measured window, not the change.
       const bool caller_steady =
           std::abs(p.dcalls(c.caller)) < std::max(kSameCalls, 0.005 * p.calls_a(c.caller));
+      // A sole caller whose own move is a twentieth of the callee's or less runs practically as
+      // often: the callee's move is inside it (the caller's small move is other traffic, ACKs).
+      const bool caller_near_steady = std::abs(p.dcalls(c.caller)) <= 0.05 * std::abs(d);
       if (!caller_steady && (p.dcalls(c.caller) < 0) == (d < 0)) {
         movers.push_back(&c);
-      } else if (c.sole && caller_steady && p.calls_a(c.caller) > 0) {
+      }
+      if (c.sole && (caller_steady || caller_near_steady) && p.calls_a(c.caller) > 0) {
         steady = &c;
       }
     }
@@ -369,6 +378,24 @@ std::string explain(Sym s, const HostPair& p) {
                     fixed(std::abs(d), 4) + "/seg " + (d < 0 ? "less" : "more") +
                     " often: " + (d < 0 ? "skipped" : "added") + " inside " + caller);
       accounted = true;
+    }
+  }
+  // Per-packet work that every ACK also does: the ACK rate moved (sent by this host's receiver,
+  // tcp_send_ack, or taken by its sender, tcp_ack), and a whole number of passes per ACK (the hops
+  // and namespaces an ACK crosses) accounts for the change.
+  for (Sym ack : {Sym::kTcpSendAck, Sym::kTcpAck}) {
+    if (accounted || s == ack || !p.calls_moved(ack)) {
+      continue;
+    }
+    const double dack = p.dcalls(ack);
+    for (int k = 1; k <= 4 && !accounted; ++k) {
+      const double share = k * dack / d;
+      if (accounts_for(k * dack, d) || (share >= 0.75 && share <= 1.25)) {
+        why.push_back(std::string(accounts_for(k * dack, d) ? "follows" : "mostly follows") +
+                      " the ACK rate: " + std::string(symbol_name(ack)) + " " + per_seg(dack) +
+                      (k == 1 ? "" : ", " + std::to_string(k) + " passes an ACK"));
+        accounted = true;
+      }
     }
   }
   // A call or two over the whole window: the edges of the measured window.

@@ -224,6 +224,19 @@ ojson per_segment_json(const TraceCounts& c, std::int64_t segments, const NetPla
   counters["skb_copy_datagram_iovec_bytes"] =
       rounded(ratio(c.copy_datagram_iovec_bytes, segments), 1);
   counters["sk_buff_allocs"] = rounded(ratio(c.sk_buff_allocs, segments), 5);
+  // In a TCP stream the client's veth end carries only the data skbs and the server's only the
+  // receiver's ACKs: the two counts the sender's GSO size and the ACK rate come from.
+  for (const PlanDevice& d : plan.devices) {
+    const auto it = c.devices.find(d.ifname);
+    if (!d.veth || it == c.devices.end()) {
+      continue;
+    }
+    if (d.ns == Role::kClient) {
+      counters["data_skbs_sent"] = rounded(ratio(it->second.xmit_skbs, segments), 5);
+    } else if (d.ns == Role::kServer) {
+      counters["tcp_acks_sent"] = rounded(ratio(it->second.xmit_skbs, segments), 5);
+    }
+  }
   ojson devices = ojson::object();
   for (const PlanDevice& d : plan.devices) {
     const auto it = c.devices.find(d.ifname);
@@ -690,6 +703,25 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
   if (r.trace.counts && r.trace.run && r.trace.run->client_out_segs > 0) {
     ref["per_segment"] = per_segment_json(*r.trace.counts, r.trace.run->client_out_segs, plan,
                                           measurement_file + " /trace (tracepoints, bpftrace)");
+    // The wake-up counters of the untraced runs (medians per segment; tracing slows the stream
+    // and so changes how often the reader sleeps).
+    std::vector<double> ipis;
+    std::vector<double> cs;
+    for (const RunFigures& f : r.runs) {
+      if (f.activity.interrupts && f.client_out_segs > 0) {
+        ipis.push_back(ratio(f.activity.wakeup_ipis(), f.client_out_segs));
+      }
+      if (f.activity.context_switches && f.client_out_segs > 0) {
+        cs.push_back(ratio(*f.activity.context_switches, f.client_out_segs));
+      }
+    }
+    ojson& counters = ref["per_segment"]["counters"];
+    if (!ipis.empty()) {
+      counters["ipis"] = rounded(spread(ipis).median, 5);
+    }
+    if (!cs.empty()) {
+      counters["context_switches"] = rounded(spread(cs).median, 5);
+    }
   }
   return ref;
 }

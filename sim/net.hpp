@@ -104,6 +104,8 @@ struct Namespace {
 struct Softnet {
   SkbQueue backlog;  // input_pkt_queue
   bool raised = false;
+  bool run_started = false;     // this NET_RX run has paid do_softirq / net_rx_action
+  std::uint32_t run_left = 0;   // packets this run may still take (netdev_budget)
   std::unique_ptr<ExecCtx> ctx;  // "softirq/N"
 };
 

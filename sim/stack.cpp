@@ -250,19 +250,32 @@ void Net::raise_net_rx(Host& host, Cpu& cpu, Softnet& sn) {
     return;
   }
   sn.raised = true;
+  sn.run_started = false;
+  sn.run_left = kNetdevBudget;
   cpu.submit({sn.ctx.get(), [this, &host, &sn] { net_rx_action(host, sn); }});
 }
 
+// One NET_RX run (do_softirq -> net_rx_action -> process_backlog) takes up to netdev_budget
+// packets, one task each: what a packet hands on (a wake-up of a reader on another CPU, the next
+// hop) happens when that packet's work is done, not at the end of the whole run, so a reader can
+// start on the first packets while the run goes on. The run's entry costs are paid once.
 void Net::net_rx_action(Host& host, Softnet& sn) {
   ExecCtx& ctx = *sn.ctx;
-  charge(ctx, Sym::kDoSoftirq);
-  charge(ctx, Sym::kNetRxAction);
-  charge(ctx, Sym::kProcessBacklog);
-  std::uint32_t budget = kNetdevBudget;
-  while (!sn.backlog.empty() && budget-- > 0) {
+  if (!sn.run_started) {
+    sn.run_started = true;
+    charge(ctx, Sym::kDoSoftirq);
+    charge(ctx, Sym::kNetRxAction);
+    charge(ctx, Sym::kProcessBacklog);
+  }
+  if (!sn.backlog.empty() && sn.run_left > 0) {
+    --sn.run_left;
     Skb& s = sn.backlog.front();
     sn.backlog.pop_front();
     netif_receive_skb(ctx, *meta(s).in_dev, s);
+  }
+  if (!sn.backlog.empty() && sn.run_left > 0) {
+    ctx.cpu().submit({&ctx, [this, &host, &sn] { net_rx_action(host, sn); }});
+    return;
   }
   sn.raised = false;
   if (!sn.backlog.empty()) {

@@ -26,7 +26,7 @@ do for [fmt in 'svg png'] {
   unset key
   set title 'service demand of the local host (us/KB)'
   set xrange [-0.6:5.6]
-  set yrange [0.0000:3.7197]
+  set yrange [0.0000:3.7130]
   set xtics ('measured-bridge-off-unlimited' 0, 'measured-bridge-on-unlimited' 1, 'measured-direct-off-unlimited' 2, 'measured-direct-on-unlimited' 3, 'measured-forward-off-unlimited' 4, 'measured-forward-on-unlimited' 5)
   plot 'predicted-vs-measured.dat' index 1 using 1:3:($1-0.3):($1+0.3):4:5 with boxxyerror fs solid 0.3 noborder lc rgb '#2ca02c' title 'measured ± tolerance', \
        '' index 1 using 1:3:(0.3) with xerrorbars ps 0 lw 2 lc rgb '#000000' title 'measured', \
