@@ -227,6 +227,53 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
     checks.push_back({sc.name, "per segment " + std::string(key), fixed(measured, 4),
                       fixed(predicted, 4), error, ok});
   }
+  // Per device: the skbs crossing it per segment, by ip_summed, GSO or not, and their linear
+  // length. Counts both sides leave under one per two thousand segments are not shown.
+  static const std::array<const char*, 12> kDeviceKeys = {
+      "xmit_skbs",
+      "xmit_segments",
+      "xmit_gso_skbs",
+      "xmit_ip_summed_none",
+      "xmit_ip_summed_partial",
+      "xmit_linear_bytes_per_skb",
+      "rx_skbs",
+      "rx_gso_skbs",
+      "rx_ip_summed_none",
+      "rx_ip_summed_unnecessary",
+      "rx_ip_summed_partial",
+      "rx_linear_bytes_per_skb",
+  };
+  for (const auto& [dev, measured_counts] : ps.devices) {
+    const auto it = std::find_if(h->devices.begin(), h->devices.end(),
+                                 [&dev](const auto& d) { return d.first == dev; });
+    if (it == h->devices.end()) {
+      continue;
+    }
+    const auto model = device_per_segment(it->second, segs);
+    for (const char* key : kDeviceKeys) {
+      const auto m = measured_counts.find(key);
+      const auto p = model.find(key);
+      if (m == measured_counts.end() || p == model.end()) {
+        continue;
+      }
+      const bool per_skb = std::string_view(key).ends_with("_per_skb");
+      const double measured = m->second;
+      const double predicted = p->second;
+      if (!per_skb && measured < 0.0005 && predicted < 0.0005) {
+        continue;
+      }
+      const double diff = predicted - measured;
+      const bool relative = per_skb || measured >= 0.01;
+      const bool ok = relative ? std::abs(diff) <= ps.tolerance_pct / 100.0 * measured
+                               : std::abs(diff) <= 0.002;
+      const std::string error =
+          relative ? (diff >= 0 ? "+" : "") +
+                         (measured > 0 ? fixed(100.0 * diff / measured, 1) + "%" : "inf")
+                   : (diff >= 0 ? " +" : " ") + fixed(diff, 4);
+      checks.push_back({sc.name, dev + " " + key, fixed(measured, per_skb ? 0 : 4),
+                        fixed(predicted, per_skb ? 0 : 4), error, ok});
+    }
+  }
 }
 
 }  // namespace

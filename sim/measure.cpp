@@ -88,6 +88,7 @@ struct Settings {
   fs::path shared = "scenarios/shared";
   std::optional<fs::path> preset;  // the scenarios' preset instead of the shared piece's
   TraceMode trace = TraceMode::kAuto;
+  std::optional<fs::path> compare;  // a measured set to reproduce (its scenarios' references)
 };
 
 constexpr std::string_view kAbout =
@@ -301,6 +302,13 @@ Settings settings_from(const po::variables_map& vm) {
     if (!fs::is_regular_file(*s.preset)) {
       throw FlagError("--preset",
                       "expected a cost preset file, got no such file " + s.preset->string());
+    }
+  }
+  if (vm.count("compare") != 0) {
+    s.compare = vm["compare"].as<std::string>();
+    if (!fs::is_directory(*s.compare)) {
+      throw FlagError("--compare", "expected a directory of measured scenarios, got no such "
+                                   "directory " + s.compare->string());
     }
   }
   if (vm.count("out") == 0) {
@@ -912,6 +920,9 @@ void write_outputs(Session& ss, const std::vector<ConfigResult>& results, const 
              " scenarios, their measurements/ and summary.txt\n";
 }
 
+// --compare: a set is reproduced when every median is within this of the committed one.
+constexpr double kReproduceTolerancePct = 15;
+
 int measure_main(const Settings& settings, const std::string& command) {
   check_machine();
   Session ss;
@@ -932,13 +943,18 @@ int measure_main(const Settings& settings, const std::string& command) {
   const std::vector<ConfigResult> results = measure_all(ss);
   measure::throw_if_interrupted();
   std::string summary = summary_of(ss, results);
+  bool reproduced = true;
+  if (settings.compare) {
+    summary += measure::compare_text(results, *settings.compare, kReproduceTolerancePct,
+                                     reproduced);
+  }
   if (settings.out) {
     write_outputs(ss, results, *settings.out, summary);
   } else {
     summary += "(no --out: nothing written)\n";
   }
   std::cout << summary << std::flush;
-  return 0;
+  return reproduced ? 0 : 1;
 }
 
 }  // namespace
@@ -947,7 +963,8 @@ int run_measure(const std::vector<std::string>& args) {
   const std::string usage =
       "skbsim measure [--topology direct|forward|bridge ...] [--variant "
       "on|off|tso-off|sg-off|csum-off ...] [--runs N] [--duration S] [--rate MBPS|unlimited ...] "
-      "[--out DIR] [--trace auto|on|off] [--shared DIR] [--preset FILE] [--smoke]";
+      "[--out DIR] [--trace auto|on|off] [--shared DIR] [--preset FILE] [--smoke] "
+      "[--compare DIR]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "topology", po::value<std::vector<std::string>>()->composing()->multitoken(),
@@ -967,7 +984,10 @@ int run_measure(const std::vector<std::string>& args) {
       "scenarios/shared)")("preset", po::value<std::string>(),
                            "the cost preset the scenarios name (default: the shared piece's, "
                            "scenarios/models/modern-2core.json)")(
-      "smoke", "defaults for a quick check: direct, on, 1 run of 1 s, unlimited");
+      "smoke", "defaults for a quick check: direct, on, 1 run of 1 s, unlimited")(
+      "compare", po::value<std::string>(),
+      "compare the medians with DIR/<config>.json's references (a committed set); exit 1 when "
+      "one is more than 15% off");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(visible).run(), vm);

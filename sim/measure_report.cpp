@@ -2,8 +2,10 @@
 
 #include "sim/measure_report.hpp"
 
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <fstream>
 #include <iomanip>
 #include <set>
 #include <sstream>
@@ -922,6 +924,56 @@ std::string trace_summary(const ConfigResult& r) {
   if (!c.profile.empty()) {
     s << profile_summary(c.profile, r.trace.run);
   }
+  return s.str();
+}
+
+std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
+                         double tolerance_pct, bool& all_within) {
+  all_within = true;
+  std::ostringstream s;
+  s << "\ncompared with " << dir.string() << " (medians; within " << fixed(tolerance_pct, 0)
+    << "% = reproduced)\n";
+  s << std::left << std::setw(28) << "configuration" << std::setw(26) << "figure" << std::right
+    << std::setw(12) << "committed" << std::setw(12) << "now" << std::setw(10) << "diff"
+    << "  ok\n";
+  for (const ConfigResult& r : results) {
+    const std::string name = r.config.name();
+    const std::filesystem::path file = dir / (name + ".json");
+    ojson ref;
+    try {
+      std::ifstream in(file);
+      ref = in ? ojson::parse(in).value("reference", ojson::object()) : ojson();
+    } catch (const std::exception&) {
+      ref = ojson();
+    }
+    if (!ref.is_object() || r.runs.empty()) {
+      all_within = false;
+      s << std::left << std::setw(28) << name << "no committed reference in " << file.string()
+        << "\n";
+      continue;
+    }
+    const std::array<std::pair<const char*, double>, 3> now = {{
+        {"throughput_mbps", spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median},
+        {"cpu_util_pct", spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median},
+        {"service_demand_us_per_kb",
+         spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median},
+    }};
+    for (const auto& [key, value] : now) {
+      if (!ref.contains(key) || !ref[key].is_number()) {
+        continue;
+      }
+      const double committed = ref[key].get<double>();
+      const double diff = committed != 0 ? 100.0 * (value - committed) / committed : 0;
+      const bool ok = std::abs(diff) <= tolerance_pct;
+      all_within = all_within && ok;
+      s << std::left << std::setw(28) << name << std::setw(26) << key << std::right
+        << std::setw(12) << fixed(committed, 4) << std::setw(12) << fixed(value, 4)
+        << std::setw(9) << ((diff >= 0 ? "+" : "") + fixed(diff, 1)) << "%  " << (ok ? "yes" : "NO")
+        << "\n";
+    }
+  }
+  s << (all_within ? "reproduced: every median within " : "NOT reproduced: beyond ")
+    << fixed(tolerance_pct, 0) << "% " << (all_within ? "of the committed set\n" : "somewhere above\n");
   return s.str();
 }
 

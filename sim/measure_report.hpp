@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,13 @@ std::string summary_header();
 std::string summary_row(const ConfigResult& r);
 // The traced run's highlights, a few lines ("" when not traced).
 std::string trace_summary(const ConfigResult& r);
+
+// `skbsim measure --compare DIR`: each configuration's medians (throughput, non-idle CPU, service
+// demand) against the reference of DIR/<config>.json, a row per figure with the difference in
+// percent; `all_within` false when one is beyond `tolerance_pct` or a configuration has no file
+// there. Text for the summary.
+std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
+                         double tolerance_pct, bool& all_within);
 
 // A one-line description of the machine for `reference.source`.
 std::string machine_line(const Machine& m);

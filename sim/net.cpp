@@ -219,6 +219,19 @@ void Net::free_skb(ExecCtx& ctx, Skb& skb) {
   }
 }
 
+void DevCounters::Side::count(const Skb& skb) noexcept {
+  ++skbs;
+  const std::uint32_t gso = skb.shinfo().gso_size != 0 ? skb.shinfo().gso_segs : 0;
+  segments += std::max<std::uint32_t>(gso, 1);
+  gso_skbs += skb.shinfo().gso_size != 0 ? 1 : 0;
+  len += skb.len();
+  data_len += skb.data_len();
+  const auto state = static_cast<std::size_t>(skb.ip_summed);
+  if (state < ip_summed.size()) {
+    ++ip_summed[state];
+  }
+}
+
 void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   charge(from, Sym::kScheduleWakeup);
   const bool ipi = &from.cpu() != &to.cpu() && to.cpu().idle();

@@ -120,6 +120,24 @@ struct Host {
 };
 
 // A device: features, MTU, its qdisc, and a transmit behaviour that follows its driver.
+// What crossed a device, counted where the kernel's tracepoints count it: net_dev_start_xmit as
+// the driver is handed an skb (after validate_xmit_skb: segmentation, software checksum), and
+// netif_rx_entry as a pair device's peer delivers one to it. ip_summed by its value (NONE 0 ...
+// PARTIAL 3). Compared with skbsim measure's per-device counts (reference.per_segment.devices).
+struct DevCounters {
+  struct Side {
+    std::uint64_t skbs = 0;
+    std::uint64_t segments = 0;  // xmit: gso_segs, 1 for a non-GSO skb
+    std::uint64_t gso_skbs = 0;
+    std::uint64_t len = 0;
+    std::uint64_t data_len = 0;
+    std::array<std::uint64_t, 4> ip_summed{};
+    void count(const Skb& skb) noexcept;
+  };
+  Side xmit;
+  Side rx;
+};
+
 class Device {
  public:
   Device(std::string name, DevKind kind) : name_(std::move(name)), kind_(kind) {}
@@ -151,6 +169,7 @@ class Device {
   SkbQueue qdisc;          // pfifo_fast, one band
   bool queue_stopped = false;
   std::uint32_t index = 0;
+  DevCounters counters;
 
  private:
   std::string name_;

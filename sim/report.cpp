@@ -59,6 +59,33 @@ std::string fixed(double v, int decimals) {
 
 }  // namespace
 
+std::map<std::string, double> device_per_segment(const DevCounters& c, double segments) {
+  std::map<std::string, double> out;
+  const double segs = segments > 0 ? segments : 1.0;
+  auto side = [&out, segs](const std::string& p, const DevCounters::Side& s, bool with_segments) {
+    const double skbs = static_cast<double>(s.skbs);
+    const auto per_skb = [skbs](std::uint64_t v) {
+      return skbs > 0 ? static_cast<double>(v) / skbs : 0.0;
+    };
+    out[p + "skbs"] = skbs / segs;
+    if (with_segments) {
+      out[p + "segments"] = static_cast<double>(s.segments) / segs;
+    }
+    out[p + "gso_skbs"] = static_cast<double>(s.gso_skbs) / segs;
+    static constexpr std::array<const char*, 4> kState = {"none", "unnecessary", "complete",
+                                                          "partial"};
+    for (std::size_t k = 0; k < kState.size(); ++k) {
+      out[p + "ip_summed_" + kState[k]] = static_cast<double>(s.ip_summed[k]) / segs;
+    }
+    out[p + "len_bytes_per_skb"] = per_skb(s.len);
+    out[p + "data_len_bytes_per_skb"] = per_skb(s.data_len);
+    out[p + "linear_bytes_per_skb"] = per_skb(s.len - s.data_len);
+  };
+  side("xmit_", c.xmit, true);
+  side("rx_", c.rx, false);
+  return out;
+}
+
 const HostResult* local_host(const Scenario& sc, const RunResult& r) {
   if (sc.reference && !sc.reference->host.empty()) {
     return find_host(r, sc.reference->host);
@@ -168,6 +195,15 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
       per[name + "_bytes"] = round_to(static_cast<double>(c.bytes()) / segs, 3);
     }
     jh["per_segment"] = std::move(per);
+    J devs = J::object();
+    for (const auto& [name, counters] : h.devices) {
+      J d = J::object();
+      for (const auto& [key, value] : device_per_segment(counters, segs)) {
+        d[key] = round_to(value, 5);
+      }
+      devs[name] = std::move(d);
+    }
+    jh["devices"] = std::move(devs);
     J prof = J::array();
     const double total = static_cast<double>(h.total.cost_ps);
     for (const ProfileRow& row : profile_rows(h)) {

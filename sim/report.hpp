@@ -3,6 +3,7 @@
 // own text layout, a perf-report-like profile per host, and the life of one traced segment.
 
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -27,6 +28,12 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
 void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const ReportOptions& o);
 void print_profile(std::ostream& out, const Scenario& sc, const RunResult& r, std::size_t rows);
 void print_trace(std::ostream& out, const Scenario& sc, const RunResult& r);
+
+// One device's counts per wire segment under the keys skbsim measure writes for a real device
+// (reference.per_segment.devices): xmit_skbs, xmit_segments, xmit_gso_skbs,
+// xmit_ip_summed_{none,unnecessary,complete,partial}, xmit_{len,data_len,linear}_bytes_per_skb
+// and the rx_ ones (without rx_segments).
+std::map<std::string, double> device_per_segment(const DevCounters& c, double segments);
 
 // The host whose CPU the reference (or, without one, the first flow's sender) describes.
 const HostResult* local_host(const Scenario& sc, const RunResult& r);

@@ -385,11 +385,20 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     }
     return c;
   };
+  auto device_snapshot = [&net] {
+    std::vector<DevCounters> c;
+    for (const auto& d : net.devices()) {
+      c.push_back(d->counters);
+    }
+    return c;
+  };
   net.engine().run_until(warm);
+  const auto dev0 = device_snapshot();
   const auto snap0 = snapshot();
   const Counters c0 = counters();
   net.engine().run_until(warm + dur);
   const auto snap1 = snapshot();
+  const auto dev1 = device_snapshot();
   const Counters c1 = counters();
 
   RunResult r;
@@ -412,6 +421,26 @@ RunResult run_scenario(const ScenarioSpec& spec) {
       h.cpu_busy_pct.push_back(100.0 *
                                static_cast<double>(snap1[i].by_cpu[c] - snap0[i].by_cpu[c]) /
                                static_cast<double>(dur));
+    }
+    for (std::size_t d = 0; d < net.devices().size(); ++d) {
+      const Device& dev = *net.devices()[d];
+      if (dev.ns == nullptr || dev.ns->host != hosts[i]) {
+        continue;
+      }
+      auto delta = [](const DevCounters::Side& b, const DevCounters::Side& a) {
+        DevCounters::Side r;
+        r.skbs = b.skbs - a.skbs;
+        r.segments = b.segments - a.segments;
+        r.gso_skbs = b.gso_skbs - a.gso_skbs;
+        r.len = b.len - a.len;
+        r.data_len = b.data_len - a.data_len;
+        for (std::size_t k = 0; k < r.ip_summed.size(); ++k) {
+          r.ip_summed[k] = b.ip_summed[k] - a.ip_summed[k];
+        }
+        return r;
+      };
+      h.devices.emplace_back(dev.name(), DevCounters{delta(dev1[d].xmit, dev0[d].xmit),
+                                                     delta(dev1[d].rx, dev0[d].rx)});
     }
     for (std::size_t s = 0; s < kSymCount; ++s) {
       LedgerCell c = snap1[i].second[s];

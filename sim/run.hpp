@@ -103,6 +103,8 @@ struct HostResult {
   double service_demand_us_per_tr = 0;  // TCP_RR: busy us per transaction
   Time busy_ps = 0;
   std::vector<double> cpu_busy_pct;  // each CPU's busy share of the window, % (where work ran)
+  // What crossed each of the host's devices in the window, by device name ("M/c0").
+  std::vector<std::pair<std::string, DevCounters>> devices;
   std::array<LedgerCell, kSymCount> cells{};  // measured window, all contexts of the host
   LedgerCell total;
 };

@@ -199,6 +199,7 @@ void Net::dev_queue_xmit(ExecCtx& ctx, Device& dev, Skb& skb) {
       // noqueue (virtual devices): dev_hard_start_xmit directly.
       charge(ctx, s, {.sym = Sym::kDevHardStartXmit});
       count_hop();
+      dev.counters.xmit.count(*s);
       dev.xmit(*this, ctx, *s);
       continue;
     }
@@ -220,6 +221,7 @@ void Net::qdisc_run(ExecCtx& ctx, Device& dev) {
     charge(ctx, &s, {.sym = Sym::kQdiscRestart});
     charge(ctx, &s, {.sym = Sym::kDevHardStartXmit});
     dev.qdisc.pop_front();
+    dev.counters.xmit.count(s);  // a requeued skb is counted again, as the tracepoint does
     if (!dev.xmit(*this, ctx, s)) {
       dev.qdisc.push_front(s);  // requeue; the driver stopped the queue
       dev.queue_stopped = true;
@@ -233,6 +235,7 @@ void Net::qdisc_run(ExecCtx& ctx, Device& dev) {
 
 void Net::netif_rx(ExecCtx& ctx, Device& dev, Skb& skb) {
   charge(ctx, &skb, {.sym = Sym::kNetifRx});
+  dev.counters.rx.count(skb);
   Host& host = host_of(ctx);
   Softnet& sn = host.softnet.at(ctx.cpu().index());
   meta(skb).in_dev = &dev;

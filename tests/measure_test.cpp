@@ -695,6 +695,31 @@ TEST(MeasureReport, AFixedRateScenarioPacesItsFlowAndKeepsEveryFigure) {
   EXPECT_TRUE(doc["reference"].contains("service_demand_us_per_kb"));
 }
 
+// --compare: the medians of a new campaign against a committed set's references, within 15 %.
+TEST(MeasureReport, CompareHoldsMediansAgainstTheCommittedReferences) {
+  TempDir tmp;
+  const ConfigResult r = sample_result(Topology::kDirect);  // medians 1000 Mbit/s, 50 %, 1.0
+  auto write = [&tmp](const std::string& name, double tput) {
+    std::ofstream(tmp.path() / (name + ".json"))
+        << R"({"reference": {"throughput_mbps": )" << tput
+        << R"(, "cpu_util_pct": 50, "service_demand_us_per_kb": 1.0}})";
+  };
+  write(r.config.name(), 1100);  // -9.1 %: within
+  bool ok = false;
+  std::string text = compare_text({r}, tmp.path(), 15, ok);
+  EXPECT_TRUE(ok) << text;
+  EXPECT_NE(text.find("-9.1%"), std::string::npos) << text;
+  write(r.config.name(), 1250);  // -20 %: beyond
+  text = compare_text({r}, tmp.path(), 15, ok);
+  EXPECT_FALSE(ok) << text;
+  EXPECT_NE(text.find("NOT reproduced"), std::string::npos) << text;
+  ConfigResult other = r;
+  other.config.variant = Variant::kOn;  // no committed file for it
+  text = compare_text({other}, tmp.path(), 15, ok);
+  EXPECT_FALSE(ok);
+  EXPECT_NE(text.find("no committed reference"), std::string::npos) << text;
+}
+
 // ---- the command line, bad flags ----------------------------------------------------------------
 
 TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
@@ -711,6 +736,9 @@ TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
       {{"--preset", (tmp.path() / "p.json").string()},
        "--preset: expected a cost preset file, got no such file " +
            (tmp.path() / "p.json").string()},
+      {{"--compare", (tmp.path() / "none").string()},
+       "--compare: expected a directory of measured scenarios, got no such directory " +
+           (tmp.path() / "none").string()},
       {{"--shared", (tmp.path() / "none").string()},
        "--shared: expected " + (tmp.path() / "none" / "measure-direct.json").string() +
            " (the shared piece the scenarios extend), got no such file"},
