@@ -188,15 +188,13 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
     bool bytes = false;
     std::optional<Sym> minus = std::nullopt;
   };
-  static const std::array<ModelCount, 10> kModelName = {{
+  static const std::array<ModelCount, 9> kModelName = {{
       {"pskb_expand_head_calls", Sym::kPskbExpandHead},
       {"skb_segment_outputs", Sym::kSkbSegment},
       {"consume_skb_calls", Sym::kConsumeSkb},
       {"kfree_skb_calls", Sym::kKfreeSkb},
       {"skb_copy_datagram_iovec_calls", Sym::kSkbCopyDatagramIovec},
       {"skb_copy_datagram_iovec_bytes", Sym::kSkbCopyDatagramIovec, true},
-      // the stream's skbs: every tcp_transmit_skb but the receiver's pure ACKs
-      {"data_skbs_sent", Sym::kTcpTransmitSkb, false, Sym::kTcpSendAck},
       {"tcp_acks_sent", Sym::kTcpSendAck},
       // /proc/stat ctxt and the CAL + RES IPIs of the untraced runs
       {"context_switches", Sym::kSchedule},

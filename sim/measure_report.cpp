@@ -226,16 +226,10 @@ ojson per_segment_json(const TraceCounts& c, std::int64_t segments, const NetPla
   counters["skb_copy_datagram_iovec_bytes"] =
       rounded(ratio(c.copy_datagram_iovec_bytes, segments), 1);
   counters["sk_buff_allocs"] = rounded(ratio(c.sk_buff_allocs, segments), 5);
-  // In a TCP stream the client's veth end carries only the data skbs and the server's only the
-  // receiver's ACKs: the two counts the sender's GSO size and the ACK rate come from.
+  // In a TCP stream the server's veth end carries nothing but the receiver's ACKs.
   for (const PlanDevice& d : plan.devices) {
     const auto it = c.devices.find(d.ifname);
-    if (!d.veth || it == c.devices.end()) {
-      continue;
-    }
-    if (d.ns == Role::kClient) {
-      counters["data_skbs_sent"] = rounded(ratio(it->second.xmit_skbs, segments), 5);
-    } else if (d.ns == Role::kServer) {
+    if (d.veth && d.ns == Role::kServer && it != c.devices.end()) {
       counters["tcp_acks_sent"] = rounded(ratio(it->second.xmit_skbs, segments), 5);
     }
   }

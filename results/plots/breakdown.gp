@@ -4,9 +4,9 @@
 set encoding utf8
 do for [fmt in 'svg png'] {
   if (fmt eq 'svg') {
-    set terminal svg size 1980,692 dynamic noenhanced font 'sans,12' background '#ffffff'
+    set terminal svg size 3900,696 dynamic noenhanced font 'sans,12' background '#ffffff'
   } else {
-    set terminal pngcairo size 1980,692 noenhanced font 'sans,11' background '#ffffff'
+    set terminal pngcairo size 3900,696 noenhanced font 'sans,11' background '#ffffff'
   }
   set output 'breakdown.'.fmt
   set title 'CPU breakdown by kernel symbol group: where each host spends its CPU'
@@ -17,10 +17,10 @@ do for [fmt in 'svg png'] {
   set boxwidth 0.6 relative
   set key outside right top vertical Left reverse noautotitle title 'symbol group'
   set xtics rotate by 40 right nomirror scale 0
-  set lmargin 23
+  set lmargin 25
   set ytics nomirror
   set grid ytics lc rgb '#d0d0d0'
-  set yrange [0:111.82]
+  set yrange [0:111.93]
   plot 'breakdown.dat' using 2:xtic(1) title 'copy' lc rgb '#d62728', \
        '' using 3 title 'checksum' lc rgb '#ff7f0e', \
        '' using 4 title 'skb management' lc rgb '#1f77b4', \
