@@ -681,6 +681,37 @@ ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t 
   return flow;
 }
 
+// The untraced runs' IPIs and context switches per wire segment, medians; nullopt where no run
+// could count them.
+struct WakeMedians {
+  std::optional<double> ipis;
+  std::optional<double> context_switches;
+};
+
+WakeMedians wake_medians(const std::vector<RunFigures>& runs) {
+  std::vector<double> ipis;
+  std::vector<double> cs;
+  for (const RunFigures& f : runs) {
+    if (f.client_out_segs <= 0) {
+      continue;
+    }
+    if (f.activity.interrupts) {
+      ipis.push_back(ratio(f.activity.wakeup_ipis(), f.client_out_segs));
+    }
+    if (f.activity.context_switches) {
+      cs.push_back(ratio(*f.activity.context_switches, f.client_out_segs));
+    }
+  }
+  WakeMedians w;
+  if (!ipis.empty()) {
+    w.ipis = spread(ipis).median;
+  }
+  if (!cs.empty()) {
+    w.context_switches = spread(cs).median;
+  }
+  return w;
+}
+
 ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const NetPlan& plan,
                      const std::string& measurement_file) {
   ojson ref;
@@ -699,24 +730,15 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
   if (r.trace.counts && r.trace.run && r.trace.run->client_out_segs > 0) {
     ref["per_segment"] = per_segment_json(*r.trace.counts, r.trace.run->client_out_segs, plan,
                                           measurement_file + " /trace (tracepoints, bpftrace)");
-    // The wake-up counters of the untraced runs (medians per segment; tracing slows the stream
-    // and so changes how often the reader sleeps).
-    std::vector<double> ipis;
-    std::vector<double> cs;
-    for (const RunFigures& f : r.runs) {
-      if (f.activity.interrupts && f.client_out_segs > 0) {
-        ipis.push_back(ratio(f.activity.wakeup_ipis(), f.client_out_segs));
-      }
-      if (f.activity.context_switches && f.client_out_segs > 0) {
-        cs.push_back(ratio(*f.activity.context_switches, f.client_out_segs));
-      }
-    }
+    // The wake-up counters of the untraced runs (tracing slows the stream and so changes how
+    // often the reader sleeps).
+    const WakeMedians w = wake_medians(r.runs);
     ojson& counters = ref["per_segment"]["counters"];
-    if (!ipis.empty()) {
-      counters["ipis"] = rounded(spread(ipis).median, 5);
+    if (w.ipis) {
+      counters["ipis"] = rounded(*w.ipis, 5);
     }
-    if (!cs.empty()) {
-      counters["context_switches"] = rounded(spread(cs).median, 5);
+    if (w.context_switches) {
+      counters["context_switches"] = rounded(*w.context_switches, 5);
     }
   }
   return ref;
@@ -816,18 +838,9 @@ std::string summary_row(const ConfigResult& r) {
       << fixed(spread(cpu).median, 1) << std::setw(9) << fixed(spread(ticks).median, 1)
       << std::setw(10) << fixed(sds.median, 4) << std::setw(9) << fixed(sds.mad, 4) << std::setw(8)
       << fixed(spread(steal).median, 1);
-    std::vector<double> ipis;
-    std::vector<double> cs;
-    for (const RunFigures& f : r.runs) {
-      if (f.activity.interrupts) {
-        ipis.push_back(ratio(f.activity.wakeup_ipis(), f.client_out_segs));
-      }
-      if (f.activity.context_switches) {
-        cs.push_back(ratio(*f.activity.context_switches, f.client_out_segs));
-      }
-    }
-    s << std::setw(9) << (ipis.empty() ? "-" : fixed(spread(ipis).median, 4)) << std::setw(9)
-      << (cs.empty() ? "-" : fixed(spread(cs).median, 4));
+    const WakeMedians w = wake_medians(r.runs);
+    s << std::setw(9) << (w.ipis ? fixed(*w.ipis, 4) : "-") << std::setw(9)
+      << (w.context_switches ? fixed(*w.context_switches, 4) : "-");
   }
   s << "  " << r.trace.status;
   if (!r.trace.reason.empty()) {
