@@ -524,40 +524,105 @@ struct MapEntry {
   nlohmann::json value;
 };
 
-// Collects MapEntry from nlohmann's parse events. Depths: the line's object 0, its "data" key
-// 1, a map's name 2, a map's entry key 3 (the value of a keyless map arrives at 2).
-class EntryCollector {
+// Collects MapEntry with a SAX handler: bpftrace prints one key several times in an object
+// (ksym() keys), and a DOM would keep only the last. Depths count the open containers: keys of the
+// line's object at 1, map names inside "data" at 2, a map's entry keys at 3; a keyless map's value
+// arrives at 2. Entry values (scalars or whole arrays and objects) are built here; nothing else of
+// the line is kept but its "type".
+class EntrySax {
  public:
-  bool operator()(int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::key) {
-      if (depth == 1) {
-        top_ = parsed.get<std::string>();
-      } else if (depth == 2) {
-        map_ = parsed.get<std::string>();
-      } else if (depth == 3) {
-        key_ = parsed.get<std::string>();
-      }
-      return true;
+  using json = nlohmann::json;
+  std::vector<MapEntry> entries;
+  std::string type;
+  bool data_object = false;
+
+  bool null() { return scalar(nullptr); }
+  bool boolean(bool v) { return scalar(v); }
+  bool number_integer(json::number_integer_t v) { return scalar(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return scalar(v); }
+  bool number_float(json::number_float_t v, const std::string& /*text*/) { return scalar(v); }
+  bool string(std::string& v) {
+    if (stack_.empty() && depth_ == 1 && key1_ == "type") {
+      type = v;
     }
-    if (top_ != "data") {
-      return true;
-    }
-    const bool done =
-        event == Event::value || event == Event::object_end || event == Event::array_end;
-    if (done && depth == 3) {
-      entries.push_back({map_, key_, parsed});
-    } else if (event == Event::value && depth == 2) {
-      entries.push_back({map_, std::nullopt, parsed});
+    return scalar(v);
+  }
+  bool binary(json::binary_t& /*v*/) { return scalar(nullptr); }
+  bool start_object(std::size_t /*n*/) { return open(json::object()); }
+  bool end_object() { return close(); }
+  bool start_array(std::size_t /*n*/) { return open(json::array()); }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    if (!stack_.empty()) {
+      keys_.back() = k;
+    } else if (depth_ == 1) {
+      key1_ = k;
+    } else if (depth_ == 2) {
+      map_ = k;
+    } else if (depth_ == 3) {
+      key3_ = k;
     }
     return true;
   }
-  std::vector<MapEntry> entries;
+  bool parse_error(std::size_t /*pos*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& /*e*/) {
+    failed = true;
+    return false;
+  }
+  bool failed = false;
 
  private:
-  std::string top_;
+  bool in_data() const { return key1_ == "data"; }
+  bool open(json v) {
+    if (!stack_.empty() || (depth_ == 3 && in_data())) {
+      stack_.push_back(std::move(v));
+      keys_.emplace_back();
+    } else if (depth_ == 1 && in_data() && v.is_object()) {
+      data_object = true;
+    }
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    if (stack_.empty()) {
+      return true;
+    }
+    json v = std::move(stack_.back());
+    stack_.pop_back();
+    keys_.pop_back();
+    if (stack_.empty()) {
+      entries.push_back({map_, key3_, std::move(v)});
+    } else {
+      insert(std::move(v));
+    }
+    return true;
+  }
+  bool scalar(json v) {
+    if (!stack_.empty()) {
+      insert(std::move(v));
+    } else if (in_data() && depth_ == 3) {
+      entries.push_back({map_, key3_, std::move(v)});
+    } else if (in_data() && depth_ == 2) {
+      entries.push_back({map_, std::nullopt, std::move(v)});
+    }
+    return true;
+  }
+  void insert(json v) {
+    json& parent = stack_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+    } else {
+      parent[keys_.back()] = std::move(v);
+    }
+  }
+
+  int depth_ = 0;
+  std::string key1_;
   std::string map_;
-  std::string key_;
+  std::string key3_;
+  std::vector<json> stack_;        // entry values being built, outermost first
+  std::vector<std::string> keys_;  // the current key of each object on the stack
 };
 
 }  // namespace
@@ -572,21 +637,17 @@ TraceCounts parse_bpftrace_output(const std::string& text, const Kallsyms& syms)
     if (line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
     }
-    nlohmann::json j;
-    EntryCollector collector;
-    try {
-      j = nlohmann::json::parse(
-          line, [&collector](int depth, nlohmann::json::parse_event_t event,
-                             nlohmann::json& parsed) { return collector(depth, event, parsed); });
-    } catch (const nlohmann::json::exception&) {
+    EntrySax sax;
+    const bool ok = nlohmann::json::sax_parse(line, &sax, nlohmann::json::input_format_t::json,
+                                              /*strict=*/true, /*ignore_comments=*/false);
+    if (!ok || sax.failed) {
       throw MeasureError("bpftrace output line " + std::to_string(line_no) +
                          ": expected a JSON object, got " + line.substr(0, 80));
     }
-    const std::string type = j.is_object() ? j.value("type", "") : "";
-    if ((type != "map" && type != "stats") || !j.contains("data") || !j["data"].is_object()) {
+    if ((sax.type != "map" && sax.type != "stats") || !sax.data_object) {
       continue;
     }
-    for (const MapEntry& e : collector.entries) {
+    for (const MapEntry& e : sax.entries) {
       if (e.key) {
         reader.entry(e.map, *e.key, e.value);
       } else if (!e.value.is_object()) {
