@@ -175,6 +175,20 @@ namespace {
 // the reference host, within the block's tolerance; a count under one per hundred segments is
 // compared absolutely (the error column shows the difference, not a percentage), within one per
 // five hundred segments, since a relative error of a near-zero count says nothing.
+// One count, model against tracepoints: relatively within the tolerance, or, for a count too small
+// for a percentage to mean anything, absolutely within 0.002 per segment.
+Check count_check(const std::string& scenario, const std::string& figure, double measured,
+                  double predicted, double tolerance_pct, bool relative, int decimals) {
+  const double diff = predicted - measured;
+  const bool ok = relative ? std::abs(diff) <= tolerance_pct / 100.0 * measured
+                           : std::abs(diff) <= 0.002;
+  const std::string error =
+      relative ? (diff >= 0 ? "+" : "") +
+                     (measured > 0 ? fixed(100.0 * diff / measured, 1) + "%" : "inf")
+               : (diff >= 0 ? " +" : " ") + fixed(diff, 4);
+  return {scenario, figure, fixed(measured, decimals), fixed(predicted, decimals), error, ok};
+}
+
 void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Check>& checks) {
   const Reference& ref = *sc.reference;
   const HostResult* h = local_host(sc, r);
@@ -213,17 +227,9 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
     if (model.minus) {
       count -= static_cast<double>(h->cells[static_cast<std::size_t>(*model.minus)].calls);
     }
-    const double predicted = count / segs;
     const double measured = it->second;
-    const double diff = predicted - measured;
-    const bool relative = measured >= 0.01;
-    const bool ok = relative ? std::abs(diff) <= ps.tolerance_pct / 100.0 * measured
-                             : std::abs(diff) <= 0.002;
-    const std::string error = relative
-                                  ? (diff >= 0 ? "+" : "") + fixed(100.0 * diff / measured, 1) + "%"
-                                  : (diff >= 0 ? " +" : " ") + fixed(diff, 4);
-    checks.push_back({sc.name, "per segment " + std::string(key), fixed(measured, 4),
-                      fixed(predicted, 4), error, ok});
+    checks.push_back(count_check(sc.name, "per segment " + key, measured, count / segs,
+                                 ps.tolerance_pct, measured >= 0.01, 4));
   }
   // Per device: the skbs crossing it per segment, by ip_summed, GSO or not, and their linear
   // length. Counts both sides leave under one per two thousand segments are not shown.
@@ -260,16 +266,9 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
       if (!per_skb && measured < 0.0005 && predicted < 0.0005) {
         continue;
       }
-      const double diff = predicted - measured;
-      const bool relative = per_skb || measured >= 0.01;
-      const bool ok = relative ? std::abs(diff) <= ps.tolerance_pct / 100.0 * measured
-                               : std::abs(diff) <= 0.002;
-      const std::string error =
-          relative ? (diff >= 0 ? "+" : "") +
-                         (measured > 0 ? fixed(100.0 * diff / measured, 1) + "%" : "inf")
-                   : (diff >= 0 ? " +" : " ") + fixed(diff, 4);
-      checks.push_back({sc.name, dev + " " + key, fixed(measured, per_skb ? 0 : 4),
-                        fixed(predicted, per_skb ? 0 : 4), error, ok});
+      checks.push_back(count_check(sc.name, dev + " " + key, measured, predicted,
+                                   ps.tolerance_pct, per_skb || measured >= 0.01,
+                                   per_skb ? 0 : 4));
     }
   }
 }

@@ -232,6 +232,19 @@ void DevCounters::Side::count(const Skb& skb) noexcept {
   }
 }
 
+DevCounters::Side DevCounters::Side::since(const Side& earlier) const noexcept {
+  Side r;
+  r.skbs = skbs - earlier.skbs;
+  r.segments = segments - earlier.segments;
+  r.gso_skbs = gso_skbs - earlier.gso_skbs;
+  r.len = len - earlier.len;
+  r.data_len = data_len - earlier.data_len;
+  for (std::size_t k = 0; k < r.ip_summed.size(); ++k) {
+    r.ip_summed[k] = ip_summed[k] - earlier.ip_summed[k];
+  }
+  return r;
+}
+
 void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   charge(from, Sym::kScheduleWakeup);
   const bool ipi = &from.cpu() != &to.cpu() && to.cpu().idle();

@@ -133,6 +133,7 @@ struct DevCounters {
     std::uint64_t data_len = 0;
     std::array<std::uint64_t, 4> ip_summed{};
     void count(const Skb& skb) noexcept;
+    Side since(const Side& earlier) const noexcept;  // what was counted after `earlier`
   };
   Side xmit;
   Side rx;

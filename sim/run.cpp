@@ -427,20 +427,8 @@ RunResult run_scenario(const ScenarioSpec& spec) {
       if (dev.ns == nullptr || dev.ns->host != hosts[i]) {
         continue;
       }
-      auto delta = [](const DevCounters::Side& b, const DevCounters::Side& a) {
-        DevCounters::Side r;
-        r.skbs = b.skbs - a.skbs;
-        r.segments = b.segments - a.segments;
-        r.gso_skbs = b.gso_skbs - a.gso_skbs;
-        r.len = b.len - a.len;
-        r.data_len = b.data_len - a.data_len;
-        for (std::size_t k = 0; k < r.ip_summed.size(); ++k) {
-          r.ip_summed[k] = b.ip_summed[k] - a.ip_summed[k];
-        }
-        return r;
-      };
-      h.devices.emplace_back(dev.name(), DevCounters{delta(dev1[d].xmit, dev0[d].xmit),
-                                                     delta(dev1[d].rx, dev0[d].rx)});
+      h.devices.emplace_back(dev.name(), DevCounters{dev1[d].xmit.since(dev0[d].xmit),
+                                                     dev1[d].rx.since(dev0[d].rx)});
     }
     for (std::size_t s = 0; s < kSymCount; ++s) {
       LedgerCell c = snap1[i].second[s];

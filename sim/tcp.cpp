@@ -220,8 +220,15 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
   (void)o;
 }
 
-void wake(Net& net, ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
-  net.wake_process(from, to, std::move(fn));
+// Wakes the socket's process to run `fn`: try_to_wake_up from `ctx`, unless the process is the
+// one running release_sock, which found the condition it waited for met and goes on without
+// having slept (__sk_flush_backlog).
+void wake_owner(Net& net, ExecCtx& ctx, TcpSock& s, std::function<void()> fn) {
+  if (s.in_release) {
+    net.engine().after_task([&s, fn = std::move(fn)]() mutable { submit(*s.proc, std::move(fn)); });
+    return;
+  }
+  net.wake_process(ctx, *s.proc, std::move(fn));
 }
 
 // The application's next send() once one has returned. Unpaced (netperf), at once. Paced (iperf3
@@ -333,13 +340,7 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
   const std::int64_t space = static_cast<std::int64_t>(s.params.sndbuf) - s.wmem_queued;
   if (s.writer_blocked && space >= s.wmem_queued / 2) {  // sk_stream_write_space
     s.writer_blocked = false;
-    if (s.in_release) {
-      // the ACKs the call's own release_sock ran freed the space: it never slept
-      net.engine().after_task(
-          [&net, &s] { submit(*s.proc, [&net, &s] { resume_sendmsg(net, s); }); });
-    } else {
-      wake(net, ctx, *s.proc, [&net, &s] { resume_sendmsg(net, s); });
-    }
+    wake_owner(net, ctx, s, [&net, &s] { resume_sendmsg(net, s); });
   }
 }
 
@@ -417,13 +418,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   }
   if (s.reader_blocked) {
     s.reader_blocked = false;
-    if (s.in_release) {
-      // tcp_recvmsg flushes the backlog and reads on without sleeping (__sk_flush_backlog)
-      net.engine().after_task(
-          [&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
-    } else {
-      wake(net, ctx, *s.proc, [&net, &s] { tcp_recvmsg_task(net, s); });
-    }
+    wake_owner(net, ctx, s, [&net, &s] { tcp_recvmsg_task(net, s); });
   }
   // __tcp_ack_snd_check(): ACK now when more than one full frame is unacknowledged and the window
   // to advertise has not shrunk since the last ACK (__tcp_select_window() >= rcv_wnd, both
