@@ -29,6 +29,7 @@
 #include "sim/measure_net.hpp"
 #include "sim/measure_process.hpp"
 #include "sim/measure_report.hpp"
+#include "sim/measure_speed.hpp"
 #include "sim/measure_trace.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/scenario.hpp"
@@ -64,6 +65,7 @@ using std::chrono::milliseconds;
 constexpr int kExitUsage = 2;
 constexpr const char* kPort = "5201";
 constexpr const char* kDevicePrefix = "skbm-";
+constexpr int kFirstProbes = 5;  // speed probes before the first run
 
 // A bad flag or an unusable machine: "FLAG: expected ..., got ..." (no JSON pointer).
 class FlagError : public InputError {
@@ -89,6 +91,7 @@ struct Settings {
   std::optional<fs::path> preset;  // the scenarios' preset instead of the shared piece's
   TraceMode trace = TraceMode::kAuto;
   std::optional<fs::path> compare;  // a measured set to reproduce (its scenarios' references)
+  int unsteady_retries = -1;        // runs to redo per configuration; -1: as many as `runs`
 };
 
 constexpr std::string_view kAbout =
@@ -294,6 +297,7 @@ Settings settings_from(const po::variables_map& vm) {
   s.runs = int_from(vm, "runs", 1, 1000, smoke ? 1 : 5);
   s.duration_s = int_from(vm, "duration", 1, 3600, smoke ? 1 : 10);
   s.trace = trace_from(vm);
+  s.unsteady_retries = int_from(vm, "unsteady-retries", 0, 1000, s.runs);
   if (vm.count("shared") != 0) {
     s.shared = vm["shared"].as<std::string>();
   }
@@ -459,6 +463,8 @@ struct Session {
   std::string trace_unavailable;        // why not, "" when tracing can be tried
   std::string trace_refused;            // set when bpftrace refused once: not tried again
   fs::path program;                     // the bpftrace program file
+  std::vector<std::uint32_t> all_cpus;  // 0 .. machine.cpus − 1, for the speed probe
+  measure::SpeedYardstick best_speed;   // the fastest the probes have seen the machine
 };
 
 // bpftrace could not trace: its reason.
@@ -560,6 +566,8 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   // No segment flows before the client starts, so the counters are read before bpftrace starts
   // and after it is told to stop: the `ip netns exec cat` that reads them stays out of the traced
   // run's counts and profile.
+  measure::RunSpeed speed;
+  speed.before = measure::probe_speed(ss.all_cpus);
   const auto client0 = lab.tcp_counters(Role::kClient);
   const auto server0 = lab.tcp_counters(Role::kServer);
   std::optional<Process> tracer;
@@ -613,6 +621,7 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   if (!srv.wait_for(std::chrono::seconds(10))) {
     srv.stop();
   }
+  speed.after = measure::probe_speed(ss.all_cpus);
 
   nlohmann::json j;
   try {
@@ -639,6 +648,7 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   if (j.contains(P("/end/cpu_utilization_percent"))) {
     f.iperf3_cpu = j.at(P("/end/cpu_utilization_percent"));
   }
+  f.speed = std::move(speed);
   f.cpu = measure::cpu_usage(snap0.stat, snap1.stat, f.wall_s, ss.ctx.machine.clk_tck);
   f.activity = measure::activity(snap0, snap1, f.wall_s, ss.ctx.machine.clk_tck);
   const double kb = static_cast<double>(f.bytes_received) / 1024.0;
@@ -678,14 +688,41 @@ std::string run_line(const Configuration& cfg, const std::string& which, const R
 
 // ---- one configuration --------------------------------------------------------------------------
 
+// Whether a run counts: its speed probes against the best seen (measure_speed.hpp). An unsteady
+// run is set aside in `r.unsteady_runs` while `retries` lasts and redone; after that it counts,
+// marked. Returns true when the run counts.
+bool keep_run(Session& ss, ConfigResult& r, RunFigures& f, int& retries, const std::string& which) {
+  if (f.speed) {
+    ss.best_speed.add(f.speed->before);
+    ss.best_speed.add(f.speed->after);
+    f.unsteady = measure::unsteady_reason(*f.speed, ss.best_speed);
+  }
+  std::cerr << run_line(r.config, which, f);
+  if (f.unsteady.empty()) {
+    return true;
+  }
+  if (retries > 0) {
+    --retries;
+    std::cerr << "skbsim measure: " << r.config.name() << " " << which
+              << ": the machine ran slow (" << f.unsteady << "): set aside, run again\n";
+    r.unsteady_runs.push_back(std::move(f));
+    return false;
+  }
+  std::cerr << "skbsim measure: " << r.config.name() << " " << which << ": the machine ran slow ("
+            << f.unsteady << ") and no retry is left: it counts, marked unsteady\n";
+  return true;
+}
+
 void measure_config(Lab& lab, Session& ss, ConfigResult& r) {
   const Configuration& cfg = r.config;
   r.date = utc_now();
-  for (int i = 1; i <= ss.settings.runs; ++i) {
+  int retries = ss.settings.unsteady_retries;
+  const std::string of = "/" + std::to_string(ss.settings.runs);
+  while (std::ssize(r.runs) < ss.settings.runs) {
     RunFigures f = stream(lab, ss, cfg, nullptr);
-    std::cerr << run_line(cfg, "run " + std::to_string(i) + "/" + std::to_string(ss.settings.runs),
-                          f);
-    r.runs.push_back(std::move(f));
+    if (keep_run(ss, r, f, retries, "run " + std::to_string(r.runs.size() + 1) + of)) {
+      r.runs.push_back(std::move(f));
+    }
   }
   r.trace.missing_tracepoints = ss.missing_tracepoints;
   if (ss.settings.trace == TraceMode::kOff) {
@@ -706,7 +743,10 @@ void measure_config(Lab& lab, Session& ss, ConfigResult& r) {
   try {
     std::optional<measure::TraceCounts> counts;
     RunFigures f = stream(lab, ss, cfg, &counts);
-    std::cerr << run_line(cfg, "traced run", f);
+    while (!keep_run(ss, r, f, retries, "traced run")) {
+      counts.reset();
+      f = stream(lab, ss, cfg, &counts);
+    }
     r.trace.status = "ok";
     r.trace.slab_caches = ss.skb_caches;
     r.trace.slab_merges = measure::skb_cache_merges();
@@ -825,6 +865,16 @@ void background_load(Session& ss) {
   }
 }
 
+// The speed probe a few times before the first run, so the first run is judged against more than
+// its own probes.
+void first_yardstick(Session& ss) {
+  for (int i = 0; i < kFirstProbes; ++i) {
+    ss.best_speed.add(measure::probe_speed(ss.all_cpus));
+    measure::interruptible_sleep(milliseconds(100));
+  }
+  ss.ctx.first_speed = ss.best_speed;
+}
+
 // The sysctls a configuration's files record, by "<role>/<name>".
 std::map<std::string, std::string> recorded_sysctls(Lab& lab) {
   std::map<std::string, std::string> out;
@@ -932,15 +982,21 @@ int measure_main(const Settings& settings, const std::string& command) {
   ss.ctx.command = command;
   ss.ctx.duration_s = settings.duration_s;
   ss.ctx.runs = settings.runs;
+  ss.ctx.unsteady_retries = settings.unsteady_retries;
   ss.ctx.machine = describe_machine(ss.scratch);
   ss.ctx.tool_versions = tool_versions(ss.tools, ss.scratch);
+  for (std::uint32_t cpu = 0; cpu < ss.ctx.machine.cpus; ++cpu) {
+    ss.all_cpus.push_back(cpu);
+  }
   if (ss.ctx.machine.cpus >= 2) {
     ss.ctx.client_cpu = 0;
     ss.ctx.server_cpu = 1;
   }
   prepare_tracing(ss);
   background_load(ss);
+  first_yardstick(ss);
   const std::vector<ConfigResult> results = measure_all(ss);
+  ss.ctx.best_speed = ss.best_speed;
   measure::throw_if_interrupted();
   std::string summary = summary_of(ss, results);
   bool reproduced = true;
@@ -964,7 +1020,7 @@ int run_measure(const std::vector<std::string>& args) {
       "skbsim measure [--topology direct|forward|bridge ...] [--variant "
       "on|off|tso-off|sg-off|csum-off ...] [--runs N] [--duration S] [--rate MBPS|unlimited ...] "
       "[--out DIR] [--trace auto|on|off] [--shared DIR] [--preset FILE] [--smoke] "
-      "[--compare DIR]";
+      "[--unsteady-retries N] [--compare DIR]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "topology", po::value<std::vector<std::string>>()->composing()->multitoken(),
@@ -985,6 +1041,9 @@ int run_measure(const std::vector<std::string>& args) {
                            "the cost preset the scenarios name (default: the shared piece's, "
                            "scenarios/models/modern-2core.json)")(
       "smoke", "defaults for a quick check: direct, on, 1 run of 1 s, unlimited")(
+      "unsteady-retries", po::value<std::string>(),
+      "runs per configuration to redo when the speed probe says the machine ran slow, 0..1000 "
+      "(default: as many as --runs)")(
       "compare", po::value<std::string>(),
       "compare the medians with DIR/<config>.json's references (a committed set); exit 1 when "
       "one is more than 15% off");

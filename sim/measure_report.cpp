@@ -79,6 +79,36 @@ ojson activity_json(const Activity& a) {
           {"cpus", cpus}};
 }
 
+ojson speed_probe_json(const SpeedProbe& p) {
+  ojson cpus = ojson::array();
+  for (const auto& [cpu, c] : p.cpus) {
+    cpus.push_back({{"cpu", cpu},
+                    {"alu_ns", rounded(c.alu_ns, 4)},
+                    {"syscall_ns", rounded(c.syscall_ns, 1)}});
+  }
+  return {{"cpus", cpus},
+          {"wake_round_trip_us",
+           p.wake_round_trip_us ? ojson(rounded(*p.wake_round_trip_us, 2)) : ojson(nullptr)}};
+}
+
+ojson yardstick_json(const SpeedYardstick& y) {
+  const auto num = [](const std::optional<double>& v, int decimals) {
+    return v ? ojson(rounded(*v, decimals)) : ojson(nullptr);
+  };
+  return {{"alu_ns", num(y.alu_ns, 4)},
+          {"syscall_ns", num(y.syscall_ns, 1)},
+          {"wake_round_trip_us", num(y.wake_round_trip_us, 2)}};
+}
+
+ojson run_speed_json(const RunSpeed& s) {
+  const auto wake = s.wake_round_trip_us();
+  return {{"alu_ns", rounded(s.alu_ns(), 4)},
+          {"syscall_ns", rounded(s.syscall_ns(), 1)},
+          {"wake_round_trip_us", wake ? ojson(rounded(*wake, 2)) : ojson(nullptr)},
+          {"before", speed_probe_json(s.before)},
+          {"after", speed_probe_json(s.after)}};
+}
+
 ojson run_json(const RunFigures& r) {
   ojson ticks = ojson::object();
   for (const auto& [k, v] : r.cpu.tick_deltas) {
@@ -109,6 +139,8 @@ ojson run_json(const RunFigures& r) {
             {"server_in_segs", r.server_in_segs},
             {"server_out_segs", r.server_out_segs}}},
           {"activity", activity_json(r.activity)},
+          {"speed", r.speed ? run_speed_json(*r.speed) : ojson(nullptr)},
+          {"unsteady", r.unsteady.empty() ? ojson(nullptr) : ojson(r.unsteady)},
           {"iperf3_cpu_utilization_percent", r.iperf3_cpu}};
 }
 
@@ -411,6 +443,28 @@ ojson activity_summary_json(const std::vector<RunFigures>& runs) {
   return {{"per_segment", per_seg}, {"per_s", per_s}, {"cpus", cpus}};
 }
 
+// summary.speed: the speed probe's medians over the runs that have one (null when none has).
+ojson speed_summary_json(const std::vector<RunFigures>& runs) {
+  std::vector<double> alu;
+  std::vector<double> sys;
+  std::vector<double> wake;
+  for (const RunFigures& f : runs) {
+    if (f.speed) {
+      alu.push_back(f.speed->alu_ns());
+      sys.push_back(f.speed->syscall_ns());
+      if (const auto w = f.speed->wake_round_trip_us()) {
+        wake.push_back(*w);
+      }
+    }
+  }
+  if (alu.empty()) {
+    return nullptr;
+  }
+  return {{"alu_ns", spread_json(alu, 4)},
+          {"syscall_ns", spread_json(sys, 1)},
+          {"wake_round_trip_us", wake.empty() ? ojson(nullptr) : spread_json(wake, 2)}};
+}
+
 ojson summary_json(const std::vector<RunFigures>& runs) {
   return {
       {"throughput_mbps", spread_json(each(runs, [](auto& f) { return f.throughput_mbps; }), 2)},
@@ -430,7 +484,8 @@ ojson summary_json(const std::vector<RunFigures>& runs) {
                                                        : 0.0;
                                           }),
                                      0)},
-      {"activity", activity_summary_json(runs)}};
+      {"activity", activity_summary_json(runs)},
+      {"speed", speed_summary_json(runs)}};
 }
 
 ojson counts_json(const TraceCounts& c, std::int64_t segs, const NetPlan& plan) {
@@ -770,11 +825,21 @@ ojson measurement_json(const MeasureContext& ctx, const ConfigResult& r) {
   j["background"] = {{"wall_s", rounded(ctx.background_wall_s, 3)},
                      {"non_idle_pct", rounded(ctx.background_non_idle_pct, 3)}};
   j["setup"] = setup_json(ctx, r, plan);
+  j["speed_check"] = {{"unsteady_retries", ctx.unsteady_retries},
+                      {"slack", {{"alu", kAluSlack}, {"syscall", kSyscallSlack},
+                                 {"wake_round_trip", kWakeSlack}}},
+                      {"best_before_first_run", yardstick_json(ctx.first_speed)},
+                      {"best", yardstick_json(ctx.best_speed)}};
   ojson runs = ojson::array();
   for (const RunFigures& f : r.runs) {
     runs.push_back(run_json(f));
   }
   j["runs"] = runs;
+  ojson set_aside = ojson::array();
+  for (const RunFigures& f : r.unsteady_runs) {
+    set_aside.push_back(run_json(f));
+  }
+  j["unsteady_runs"] = set_aside;
   j["summary"] = summary_json(r.runs);
   j["trace"] = trace_json(r.trace, plan);
   return j;
@@ -809,8 +874,10 @@ std::string summary_header() {
   std::ostringstream s;
   s << std::left << std::setw(26) << "configuration" << std::right << std::setw(5) << "runs"
     << std::setw(11) << "Mbit/s" << std::setw(9) << "cpu%" << std::setw(9) << "ticks%"
-    << std::setw(10) << "us/KB" << std::setw(9) << "MAD" << std::setw(8) << "steal%" << std::setw(9)
-    << "IPI/seg" << std::setw(9) << "cs/seg"
+    << std::setw(10) << "us/KB" << std::setw(9) << "MAD" << std::setw(8) << "steal%" << std::setw(6)
+    << "redo" << std::setw(9)
+    << "IPI/seg" << std::setw(9) << "cs/seg" << std::setw(8) << "alu ns" << std::setw(8)
+    << "sys ns"
     << "  trace\n";
   return s.str();
 }
@@ -838,9 +905,23 @@ std::string summary_row(const ConfigResult& r) {
       << fixed(spread(cpu).median, 1) << std::setw(9) << fixed(spread(ticks).median, 1)
       << std::setw(10) << fixed(sds.median, 4) << std::setw(9) << fixed(sds.mad, 4) << std::setw(8)
       << fixed(spread(steal).median, 1);
+    // runs redone because the machine ran slow; "!" when a slow one still counts
+    const bool slow_kept = std::any_of(r.runs.begin(), r.runs.end(),
+                                       [](const RunFigures& f) { return !f.unsteady.empty(); });
+    s << std::setw(6) << (std::to_string(r.unsteady_runs.size()) + (slow_kept ? "!" : ""));
     const WakeMedians w = wake_medians(r.runs);
     s << std::setw(9) << (w.ipis ? fixed(*w.ipis, 4) : "-") << std::setw(9)
       << (w.context_switches ? fixed(*w.context_switches, 4) : "-");
+    std::vector<double> alu;
+    std::vector<double> sys;
+    for (const RunFigures& f : r.runs) {
+      if (f.speed) {
+        alu.push_back(f.speed->alu_ns());
+        sys.push_back(f.speed->syscall_ns());
+      }
+    }
+    s << std::setw(8) << (alu.empty() ? "-" : fixed(spread(alu).median, 3)) << std::setw(8)
+      << (sys.empty() ? "-" : fixed(spread(sys).median, 0));
   }
   s << "  " << r.trace.status;
   if (!r.trace.reason.empty()) {
@@ -934,6 +1015,53 @@ std::string trace_summary(const ConfigResult& r) {
   return s.str();
 }
 
+namespace {
+
+// The speed probe now against the committed measurement's (summary.speed medians), a line per
+// figure, not counted in `all_within`: the context for the figures that follow. "" when either
+// side has no probe.
+std::string speed_comparison(const ConfigResult& r, const std::filesystem::path& measurement) {
+  ojson committed;
+  try {
+    std::ifstream in(measurement);
+    committed = in ? ojson::parse(in).value("/summary/speed"_json_pointer, ojson()) : ojson();
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (!committed.is_object()) {
+    return "";
+  }
+  std::vector<double> alu;
+  std::vector<double> wake;
+  for (const RunFigures& f : r.runs) {
+    if (f.speed) {
+      alu.push_back(f.speed->alu_ns());
+      if (const auto w = f.speed->wake_round_trip_us()) {
+        wake.push_back(*w);
+      }
+    }
+  }
+  std::ostringstream s;
+  const auto row = [&](const char* key, const std::vector<double>& now) {
+    const ojson& c = committed.value(key, ojson());
+    if (now.empty() || !c.is_object() || !c.value("median", ojson()).is_number()) {
+      return;
+    }
+    const double was = c["median"].get<double>();
+    const double is = spread(now).median;
+    const double diff = was != 0 ? 100.0 * (is - was) / was : 0;
+    s << std::left << std::setw(28) << r.config.name() << std::setw(26)
+      << (std::string("speed probe ") + key) << std::right << std::setw(12) << fixed(was, 3)
+      << std::setw(12) << fixed(is, 3) << std::setw(9) << ((diff >= 0 ? "+" : "") + fixed(diff, 1))
+      << "%  (context)\n";
+  };
+  row("alu_ns", alu);
+  row("wake_round_trip_us", wake);
+  return s.str();
+}
+
+}  // namespace
+
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
                          double tolerance_pct, bool& all_within) {
   all_within = true;
@@ -965,6 +1093,7 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
         {"service_demand_us_per_kb",
          spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median},
     }};
+    s << speed_comparison(r, dir / "measurements" / (name + ".json"));
     for (const auto& [key, value] : now) {
       if (!ref.contains(key) || !ref[key].is_number()) {
         continue;

@@ -24,6 +24,7 @@
 
 #include "sim/measure_host.hpp"
 #include "sim/measure_net.hpp"
+#include "sim/measure_speed.hpp"
 #include "sim/measure_trace.hpp"
 
 namespace skbsim::sim::measure {
@@ -55,6 +56,8 @@ struct RunFigures {
   std::int64_t server_out_segs = 0;   // the ACKs
   nlohmann::ordered_json iperf3_cpu;  // iperf3's own end.cpu_utilization_percent
   Activity activity;  // per-CPU busy time, NET_RX/NET_TX softirqs, IPIs; context switches
+  std::optional<RunSpeed> speed;  // the speed probe on each side of the run (measure_speed.hpp)
+  std::string unsteady;           // why the probe says the machine ran slow, "" when it did not
 };
 
 struct TraceOutcome {
@@ -70,7 +73,8 @@ struct TraceOutcome {
 struct ConfigResult {
   Configuration config;
   std::string date;  // UTC, ISO 8601, when its first run started
-  std::vector<RunFigures> runs;
+  std::vector<RunFigures> runs;           // the runs the medians are of
+  std::vector<RunFigures> unsteady_runs;  // runs set aside because the machine ran slow, redone
   TraceOutcome trace;
   std::map<std::string, std::map<std::string, bool>> features;  // ethtool -k per veth end
   std::map<std::string, std::string> sysctls;  // name -> value in the namespace that matters
@@ -87,6 +91,9 @@ struct MeasureContext {
   int client_cpu = -1;  // iperf3 -A, -1 when not pinned
   int server_cpu = -1;
   std::string command;  // the command line as given
+  int unsteady_retries = 0;       // --unsteady-retries
+  SpeedYardstick first_speed;     // the probes before the first run
+  SpeedYardstick best_speed;      // the fastest the probes saw the machine, at the end
 };
 
 // The measurement file (schema 1, "kind": "skbsim-measurement").

@@ -18,6 +18,7 @@
 #include "sim/measure_process.hpp"
 #include "sim/measure_profile.hpp"
 #include "sim/measure_report.hpp"
+#include "sim/measure_speed.hpp"
 #include "sim/measure_trace.hpp"
 #include "sim/scenario.hpp"
 
@@ -628,7 +629,8 @@ TEST(MeasureReport, RunsAndSummaryHaveTheWakeupAndPlacementCounters) {
   EXPECT_EQ(sum["cpus"]["0"]["non_idle_pct"]["median"], 50.0);
   EXPECT_FALSE(sum["cpus"]["0"]["per_segment"].contains("TLB"));  // not in /proc/interrupts
   EXPECT_NE(summary_header().find("IPI/seg   cs/seg"), std::string::npos);
-  EXPECT_NE(summary_row(r).find("  0.0500   0.1000  ok"), std::string::npos) << summary_row(r);
+  EXPECT_NE(summary_row(r).find("  0.0500   0.1000       -       -  ok"), std::string::npos)
+      << summary_row(r);
 }
 
 TEST(MeasureReport, TraceHasTheProfileBlockAndTheSummaryItsGroups) {
@@ -720,6 +722,114 @@ TEST(MeasureReport, CompareHoldsMediansAgainstTheCommittedReferences) {
   EXPECT_NE(text.find("no committed reference"), std::string::npos) << text;
 }
 
+// ---- the speed probe ----------------------------------------------------------------------------
+
+// The probe really runs: every CPU it can be pinned to is timed, one it cannot is left out, and
+// the calling thread's affinity is what it was.
+TEST(MeasureSpeed, ProbeTimesEveryCpuItCanBePinnedToAndRestoresAffinity) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const std::uint32_t ncpu = static_cast<std::uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::vector<std::uint32_t> cpus;
+  for (std::uint32_t c = 0; c < ncpu && c < 2; ++c) {
+    cpus.push_back(c);
+  }
+  cpus.push_back(CPU_SETSIZE - 1);  // no such CPU here: pinning fails, the CPU is skipped
+  const SpeedProbe p = probe_speed(cpus);
+  EXPECT_EQ(p.cpus.size(), cpus.size() - 1);
+  for (const auto& [cpu, s] : p.cpus) {
+    EXPECT_GT(s.alu_ns, 0.05) << cpu;  // 5 M dependent multiply-adds cannot take under 0.25 ms
+    EXPECT_LT(s.alu_ns, 1000) << cpu;
+    EXPECT_GT(s.syscall_ns, 1) << cpu;
+  }
+  EXPECT_EQ(p.wake_round_trip_us.has_value(), cpus.size() - 1 >= 2);
+  if (p.wake_round_trip_us) {
+    EXPECT_GT(*p.wake_round_trip_us, 0.1);
+  }
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after));
+}
+
+SpeedProbe probe_of(double alu, double sys, std::optional<double> wake) {
+  SpeedProbe p;
+  p.cpus[0] = {.alu_ns = alu - 0.1, .syscall_ns = sys};
+  p.cpus[1] = {.alu_ns = alu + 0.1, .syscall_ns = sys};
+  p.wake_round_trip_us = wake;
+  return p;
+}
+
+TEST(MeasureSpeed, YardstickKeepsEachFiguresFastestSideAndJudgesBothSidesOfARun) {
+  SpeedYardstick best;
+  RunSpeed run{.before = probe_of(1.2, 1000, 25), .after = probe_of(1.2, 1000, 25)};
+  EXPECT_EQ(unsteady_reason(run, best), "");  // nothing to judge against yet
+  best.add(probe_of(1.3, 1000, 24));
+  best.add(probe_of(1.2, 1100, 30));
+  best.add(SpeedProbe{});  // an empty probe changes nothing
+  EXPECT_DOUBLE_EQ(*best.alu_ns, 1.2);  // means over the CPUs
+  EXPECT_DOUBLE_EQ(*best.syscall_ns, 1000);
+  EXPECT_DOUBLE_EQ(*best.wake_round_trip_us, 24);
+  EXPECT_DOUBLE_EQ(run.alu_ns(), 1.2);
+  EXPECT_EQ(run.wake_round_trip_us(), 25.0);
+
+  run.after = probe_of(1.44, 1000, 25);  // exactly 1.20 x: still steady
+  EXPECT_EQ(unsteady_reason(run, best), "");
+  run.after = probe_of(1.65, 1420, 160);  // the slow mode of docs/measure.md
+  const std::string why = unsteady_reason(run, best);
+  EXPECT_NE(why.find("alu 1.65 ns > 1.2 x 1.2 (after)"), std::string::npos) << why;
+  EXPECT_NE(why.find("syscall 1420 ns"), std::string::npos) << why;
+  EXPECT_NE(why.find("wake-up round trip 160 us > 2 x 24 (after)"), std::string::npos) << why;
+  EXPECT_EQ(why.find("(before)"), std::string::npos) << why;
+  run.after = probe_of(1.2, 1000, std::nullopt);  // one CPU: no wake-up probe, not held against it
+  run.before = probe_of(1.2, 1000, 49);
+  EXPECT_NE(unsteady_reason(run, best).find("wake-up round trip 49 us"), std::string::npos);
+  EXPECT_EQ(run.wake_round_trip_us(), std::nullopt);
+}
+
+// The measurement file keeps every run's probes, the runs set aside and the yardstick; the
+// summary counts the redone runs, and --compare puts the speed beside the figures.
+TEST(MeasureReport, SpeedProbesRunsSetAsideAndTheYardstickAreRecorded) {
+  ConfigResult r = sample_result(Topology::kDirect);
+  for (RunFigures& f : r.runs) {
+    f.speed = RunSpeed{.before = probe_of(1.2, 1000, 24), .after = probe_of(1.3, 1000, 26)};
+  }
+  RunFigures slow = r.runs.front();
+  slow.speed->after = probe_of(2.0, 1400, 150);
+  slow.unsteady = "alu 2 ns > 1.2 x 1.2 (after)";
+  r.unsteady_runs.push_back(slow);
+  MeasureContext ctx = sample_context();
+  ctx.unsteady_retries = 3;
+  ctx.best_speed.add(probe_of(1.2, 1000, 24));
+  const nlohmann::ordered_json j = measurement_json(ctx, r);
+  EXPECT_EQ(j["runs"][0]["speed"]["alu_ns"], 1.25);
+  EXPECT_EQ(j["runs"][0]["speed"]["wake_round_trip_us"], 25.0);
+  EXPECT_EQ(j["runs"][0]["speed"]["before"]["cpus"][1]["alu_ns"], 1.3);
+  EXPECT_TRUE(j["runs"][0]["unsteady"].is_null());
+  ASSERT_EQ(j["unsteady_runs"].size(), 1U);
+  EXPECT_EQ(j["unsteady_runs"][0]["unsteady"], slow.unsteady);
+  EXPECT_EQ(j["summary"]["speed"]["alu_ns"]["median"], 1.25);
+  EXPECT_EQ(j["speed_check"]["unsteady_retries"], 3);
+  EXPECT_EQ(j["speed_check"]["best"]["alu_ns"], 1.2);
+  EXPECT_TRUE(j["speed_check"]["best_before_first_run"]["alu_ns"].is_null());
+  EXPECT_NE(summary_row(r).find("     1 "), std::string::npos) << summary_row(r);
+  EXPECT_NE(summary_row(r).find("   1.250    1000"), std::string::npos) << summary_row(r);
+  r.runs.back().unsteady = "kept: no retry left";
+  EXPECT_NE(summary_row(r).find("    1! "), std::string::npos) << summary_row(r);
+
+  TempDir tmp;
+  std::ofstream(tmp.path() / (r.config.name() + ".json"))
+      << R"({"reference": {"service_demand_us_per_kb": 1.0}})";
+  fs::create_directories(tmp.path() / "measurements");
+  std::ofstream(tmp.path() / "measurements" / (r.config.name() + ".json"))
+      << R"({"summary": {"speed": {"alu_ns": {"median": 1.0}, "wake_round_trip_us": null}}})";
+  bool ok = false;
+  const std::string text = compare_text({r}, tmp.path(), 15, ok);
+  EXPECT_TRUE(ok) << text;  // the speed is context, not a figure to reproduce
+  EXPECT_NE(text.find("speed probe alu_ns"), std::string::npos) << text;
+  EXPECT_NE(text.find("+25.0%  (context)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("speed probe wake"), std::string::npos) << text;
+}
+
 // ---- the command line, bad flags ----------------------------------------------------------------
 
 TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
@@ -733,6 +843,8 @@ TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
       {{"--runs", "0"}, "--runs: expected an integer in [1, 1000], got \"0\""},
       {{"--duration", "0.5"}, "--duration: expected an integer in [1, 3600], got \"0.5\""},
       {{"--trace", "maybe"}, "--trace: expected auto, on or off, got \"maybe\""},
+      {{"--unsteady-retries", "-1"},
+       "--unsteady-retries: expected an integer in [0, 1000], got \"-1\""},
       {{"--preset", (tmp.path() / "p.json").string()},
        "--preset: expected a cost preset file, got no such file " +
            (tmp.path() / "p.json").string()},
@@ -928,6 +1040,9 @@ TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
   EXPECT_EQ(act["cpus"].size(), m["machine"]["cpus"].get<std::size_t>());
   EXPECT_GT(act["cpus"][0]["non_idle_us"].get<double>(), 0);
   EXPECT_TRUE(act["cpus"][0].contains("net_rx_softirqs"));  // /proc/softirqs: every Linux
+  EXPECT_GT(m["runs"][0]["speed"]["alu_ns"].get<double>(), 0);
+  EXPECT_GT(m["speed_check"]["best"]["alu_ns"].get<double>(), 0);
+  EXPECT_TRUE(m["unsteady_runs"].is_array());
   EXPECT_GT(act["context_switches"].get<std::uint64_t>(), 0U);
   EXPECT_TRUE(m["summary"]["activity"]["per_segment"].contains("context_switches"));
   const std::string trace = m["trace"]["status"];
