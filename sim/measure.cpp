@@ -66,6 +66,8 @@ constexpr int kExitUsage = 2;
 constexpr const char* kPort = "5201";
 constexpr const char* kDevicePrefix = "skbm-";
 constexpr int kFirstProbes = 5;  // speed probes before the first run
+constexpr auto kSettleLimit = std::chrono::seconds(120);  // the longest wait for normal speed
+constexpr auto kSettleStep = milliseconds(500);
 
 // A bad flag or an unusable machine: "FLAG: expected ..., got ..." (no JSON pointer).
 class FlagError : public InputError {
@@ -92,6 +94,7 @@ struct Settings {
   TraceMode trace = TraceMode::kAuto;
   std::optional<fs::path> compare;  // a measured set to reproduce (its scenarios' references)
   int unsteady_retries = -1;        // runs to redo per configuration; -1: as many as `runs`
+  bool interleave = true;           // --order interleaved (else grouped)
 };
 
 constexpr std::string_view kAbout =
@@ -298,6 +301,13 @@ Settings settings_from(const po::variables_map& vm) {
   s.duration_s = int_from(vm, "duration", 1, 3600, smoke ? 1 : 10);
   s.trace = trace_from(vm);
   s.unsteady_retries = int_from(vm, "unsteady-retries", 0, 1000, s.runs);
+  if (vm.count("order") != 0) {
+    const std::string w = vm["order"].as<std::string>();
+    if (w != "interleaved" && w != "grouped") {
+      throw FlagError("--order", "expected interleaved or grouped, got \"" + w + "\"");
+    }
+    s.interleave = w == "interleaved";
+  }
   if (vm.count("shared") != 0) {
     s.shared = vm["shared"].as<std::string>();
   }
@@ -690,12 +700,19 @@ std::string run_line(const Configuration& cfg, const std::string& which, const R
 
 // Whether a run counts: its speed probes against the best seen (measure_speed.hpp). An unsteady
 // run is set aside in `r.unsteady_runs` while `retries` lasts and redone; after that it counts,
-// marked. Returns true when the run counts.
-bool keep_run(Session& ss, ConfigResult& r, RunFigures& f, int& retries, const std::string& which) {
+// marked. Returns true when the run counts. The traced run is judged by its `before` probe only: the one after it runs while the kernel is
+// still tearing down bpftrace's programs and perf events, and reads several times slower.
+bool keep_run(Session& ss, ConfigResult& r, RunFigures& f, int& retries, const std::string& which,
+              bool traced) {
   if (f.speed) {
     ss.best_speed.add(f.speed->before);
-    ss.best_speed.add(f.speed->after);
-    f.unsteady = measure::unsteady_reason(*f.speed, ss.best_speed);
+    measure::RunSpeed judged = *f.speed;
+    if (traced) {
+      judged.after = {};
+    } else {
+      ss.best_speed.add(f.speed->after);
+    }
+    f.unsteady = measure::unsteady_reason(judged, ss.best_speed);
   }
   std::cerr << run_line(r.config, which, f);
   if (f.unsteady.empty()) {
@@ -713,17 +730,53 @@ bool keep_run(Session& ss, ConfigResult& r, RunFigures& f, int& retries, const s
   return true;
 }
 
-void measure_config(Lab& lab, Session& ss, ConfigResult& r) {
-  const Configuration& cfg = r.config;
-  r.date = utc_now();
-  int retries = ss.settings.unsteady_retries;
-  const std::string of = "/" + std::to_string(ss.settings.runs);
-  while (std::ssize(r.runs) < ss.settings.runs) {
-    RunFigures f = stream(lab, ss, cfg, nullptr);
-    if (keep_run(ss, r, f, retries, "run " + std::to_string(r.runs.size() + 1) + of)) {
+// Before each run: probes every kSettleStep until one is within the slacks of the best seen (the
+// machine is at its normal speed), for at most kSettleLimit; then the run starts either way. The
+// wait is added to `r.settle_wait_s`.
+void wait_for_normal_speed(Session& ss, ConfigResult& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string why;
+  while (true) {
+    const measure::SpeedProbe p = measure::probe_speed(ss.all_cpus);
+    ss.best_speed.add(p);
+    why = measure::unsteady_reason({.before = p, .after = {}}, ss.best_speed);
+    if (why.empty() || std::chrono::steady_clock::now() - t0 > kSettleLimit) {
+      break;
+    }
+    measure::interruptible_sleep(kSettleStep);
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.settle_wait_s += waited;
+  if (!why.empty()) {
+    std::cerr << "skbsim measure: " << r.config.name() << ": still slow after "
+              << measure::rounded(waited, 0) << " s (" << why << "): running anyway\n";
+  } else if (waited > 1) {
+    std::cerr << "skbsim measure: " << r.config.name() << ": waited "
+              << measure::rounded(waited, 1) << " s for the machine's normal speed\n";
+  }
+}
+
+// One run that counts: waits for the machine's normal speed, runs, and redoes a slow run while
+// `retries` lasts.
+void counted_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
+  if (r.date.empty()) {
+    r.date = utc_now();
+  }
+  const std::string which =
+      "run " + std::to_string(r.runs.size() + 1) + "/" + std::to_string(ss.settings.runs);
+  while (true) {
+    wait_for_normal_speed(ss, r);
+    RunFigures f = stream(lab, ss, r.config, nullptr);
+    if (keep_run(ss, r, f, retries, which, false)) {
       r.runs.push_back(std::move(f));
+      return;
     }
   }
+}
+
+// The traced run, or why there is none.
+void traced_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
+  const Configuration& cfg = r.config;
   r.trace.missing_tracepoints = ss.missing_tracepoints;
   if (ss.settings.trace == TraceMode::kOff) {
     r.trace.status = "off";
@@ -742,9 +795,11 @@ void measure_config(Lab& lab, Session& ss, ConfigResult& r) {
   }
   try {
     std::optional<measure::TraceCounts> counts;
+    wait_for_normal_speed(ss, r);
     RunFigures f = stream(lab, ss, cfg, &counts);
-    while (!keep_run(ss, r, f, retries, "traced run")) {
+    while (!keep_run(ss, r, f, retries, "traced run", true)) {
       counts.reset();
+      wait_for_normal_speed(ss, r);
       f = stream(lab, ss, cfg, &counts);
     }
     r.trace.status = "ok";
@@ -896,24 +951,66 @@ std::map<std::string, std::string> recorded_sysctls(Lab& lab) {
   return out;
 }
 
-// Every configuration: a fresh Lab per topology and variant, the rates in it.
+// Every configuration, in a fresh Lab per topology and variant with the rates in it. Grouped: all
+// runs of one Lab's configurations, then the next. Interleaved: one run of every configuration per
+// pass, --runs passes (a Lab made again for each), so each configuration's runs are spread over
+// the whole invocation and a slow stretch of the machine touches one of them, not all. The traced
+// runs come last, one Lab at a time.
 std::vector<ConfigResult> measure_all(Session& ss) {
+  struct Group {
+    Topology topo;
+    Variant variant;
+    std::size_t first = 0;  // its configurations in `results`, one per rate
+  };
+  std::vector<Group> groups;
   std::vector<ConfigResult> results;
   for (Topology topo : ss.settings.topologies) {
     for (Variant variant : ss.settings.variants) {
-      Lab lab(measure::plan_for(topo), ss.tools, ss.scratch);
-      lab.apply(variant);
-      const auto features = lab.features();
-      const auto sysctls = recorded_sysctls(lab);
+      groups.push_back({topo, variant, results.size()});
       for (const std::optional<double>& rate : ss.settings.rates) {
-        ConfigResult r;
-        r.config = {topo, variant, rate};
-        r.features = features;
-        r.sysctls = sysctls;
-        measure_config(lab, ss, r);
-        results.push_back(std::move(r));
+        results.emplace_back().config = {topo, variant, rate};
       }
     }
+  }
+  std::vector<int> retries(results.size(), ss.settings.unsteady_retries);
+  const std::size_t rates = ss.settings.rates.size();
+  // Runs `fn(lab, config index)` for each configuration of group `g` in a fresh Lab.
+  const auto in_lab = [&](const Group& g, const auto& fn) {
+    Lab lab(measure::plan_for(g.topo), ss.tools, ss.scratch);
+    lab.apply(g.variant);
+    if (const double waited = lab.wait_until_connected(); waited > 0.5) {
+      std::cerr << "skbsim measure: " << results[g.first].config.name() << ": the path answered after "
+                << measure::rounded(waited, 1) << " s\n";
+    }
+    if (results[g.first].features.empty()) {
+      const auto features = lab.features();
+      const auto sysctls = recorded_sysctls(lab);
+      for (std::size_t i = g.first; i < g.first + rates; ++i) {
+        results[i].features = features;
+        results[i].sysctls = sysctls;
+      }
+    }
+    for (std::size_t i = g.first; i < g.first + rates; ++i) {
+      fn(lab, i);
+    }
+  };
+  const auto one_run = [&](Lab& lab, std::size_t i) {
+    counted_run(lab, ss, results[i], retries[i]);
+  };
+  if (ss.settings.interleave) {
+    for (int pass = 0; pass < ss.settings.runs; ++pass) {
+      for (const Group& g : groups) {
+        in_lab(g, one_run);
+      }
+    }
+  }
+  for (const Group& g : groups) {
+    in_lab(g, [&](Lab& lab, std::size_t i) {
+      while (std::ssize(results[i].runs) < ss.settings.runs) {
+        one_run(lab, i);
+      }
+      traced_run(lab, ss, results[i], retries[i]);
+    });
   }
   return results;
 }
@@ -983,6 +1080,7 @@ int measure_main(const Settings& settings, const std::string& command) {
   ss.ctx.duration_s = settings.duration_s;
   ss.ctx.runs = settings.runs;
   ss.ctx.unsteady_retries = settings.unsteady_retries;
+  ss.ctx.order = settings.interleave ? "interleaved" : "grouped";
   ss.ctx.machine = describe_machine(ss.scratch);
   ss.ctx.tool_versions = tool_versions(ss.tools, ss.scratch);
   for (std::uint32_t cpu = 0; cpu < ss.ctx.machine.cpus; ++cpu) {
@@ -1020,7 +1118,7 @@ int run_measure(const std::vector<std::string>& args) {
       "skbsim measure [--topology direct|forward|bridge ...] [--variant "
       "on|off|tso-off|sg-off|csum-off ...] [--runs N] [--duration S] [--rate MBPS|unlimited ...] "
       "[--out DIR] [--trace auto|on|off] [--shared DIR] [--preset FILE] [--smoke] "
-      "[--unsteady-retries N] [--compare DIR]";
+      "[--order interleaved|grouped] [--unsteady-retries N] [--compare DIR]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "topology", po::value<std::vector<std::string>>()->composing()->multitoken(),
@@ -1041,6 +1139,9 @@ int run_measure(const std::vector<std::string>& args) {
                            "the cost preset the scenarios name (default: the shared piece's, "
                            "scenarios/models/modern-2core.json)")(
       "smoke", "defaults for a quick check: direct, on, 1 run of 1 s, unlimited")(
+      "order", po::value<std::string>(),
+      "interleaved (one run of every configuration per pass, --runs passes) or grouped (all runs "
+      "of one configuration, then the next); default interleaved")(
       "unsteady-retries", po::value<std::string>(),
       "runs per configuration to redo when the speed probe says the machine ran slow, 0..1000 "
       "(default: as many as --runs)")(

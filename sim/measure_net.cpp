@@ -11,7 +11,18 @@
 
 #include "sim/measure_host.hpp"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
 
 namespace skbsim::sim::measure {
 namespace fs = std::filesystem;
@@ -264,6 +275,75 @@ Lab::Lab(NetPlan plan, const Tools& tools, ScratchDir& scratch)
 
 Lab::~Lab() {
   destroy();
+}
+
+namespace {
+
+// In a child that has joined `netns_path`: one non-blocking connect to addr:9, waiting up to
+// 200 ms. Exit status 0 when it was answered (refused or accepted), 1 when not, 2 on error. Only
+// system calls between fork and _exit.
+int answered_in_child(const std::string& netns_path, const std::string& addr) {
+  in_addr a{};
+  if (inet_pton(AF_INET, addr.c_str(), &a) != 1) {
+    return -1;
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    return -1;
+  }
+  if (pid == 0) {
+    const int nsfd = open(netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) {
+      _exit(2);
+    }
+    const int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(9);
+    sin.sin_addr = a;
+    if (s < 0) {
+      _exit(2);
+    }
+    if (connect(s, reinterpret_cast<const sockaddr*>(&sin), sizeof sin) == 0) {
+      _exit(0);
+    }
+    if (errno == ECONNREFUSED) {
+      _exit(0);
+    }
+    pollfd p{s, POLLOUT, 0};
+    if (poll(&p, 1, 200) == 1) {
+      _exit(0);  // refused or connected: either way an answer came back
+    }
+    _exit(1);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+double Lab::wait_until_connected() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string path = "/run/netns/" + ns(Role::kClient);
+  const std::string addr = plan_.server_address.substr(0, plan_.server_address.find('/'));
+  while (true) {
+    throw_if_interrupted();
+    const int r = answered_in_child(path, addr);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r == 0) {
+      return waited;
+    }
+    if (r != 1) {
+      throw MeasureError("could not test the path from " + ns(Role::kClient) + " to " + addr);
+    }
+    if (waited > 10) {
+      throw MeasureError("no answer from " + addr + " through the " +
+                         std::string(topology_name(plan_.topology)) + " path within 10 s");
+    }
+  }
 }
 
 std::vector<std::string> Lab::in(Role r) const {

@@ -114,6 +114,11 @@ class Lab {
   void apply(Variant v);
   // ethtool -k of every veth end, by ifname.
   std::map<std::string, std::map<std::string, bool>> features();
+  // Waits until a TCP connection attempt from the client namespace to the server address gets an
+  // answer (a RST from the closed port 9 is one): the path forwards. A fresh bridge can drop the
+  // first frames, and iperf3's SYN then waits out the 1 s initial RTO inside the timed run.
+  // Returns the seconds waited; throws MeasureError after 10 s without an answer.
+  double wait_until_connected();
   // sysctl -n NAME inside the namespace of `r`; "" when the key does not exist there.
   std::string sysctl(Role r, const std::string& name);
   // /proc/net/snmp as seen from the namespace of `r`.

@@ -813,7 +813,8 @@ ojson measurement_json(const MeasureContext& ctx, const ConfigResult& r) {
                         {"ethtool_K", variant_ethtool_args(cfg.variant)},
                         {"rate_mbps", cfg.rate_mbps ? ojson(*cfg.rate_mbps) : ojson(nullptr)},
                         {"duration_s", ctx.duration_s},
-                        {"runs", ctx.runs}};
+                        {"runs", ctx.runs},
+                        {"order", ctx.order}};
   j["date"] = r.date;
   j["command"] = ctx.command;
   j["machine"] = machine_json(ctx.machine);
@@ -826,6 +827,7 @@ ojson measurement_json(const MeasureContext& ctx, const ConfigResult& r) {
                      {"non_idle_pct", rounded(ctx.background_non_idle_pct, 3)}};
   j["setup"] = setup_json(ctx, r, plan);
   j["speed_check"] = {{"unsteady_retries", ctx.unsteady_retries},
+                      {"waited_for_normal_speed_s", rounded(r.settle_wait_s, 1)},
                       {"slack", {{"alu", kAluSlack}, {"syscall", kSyscallSlack},
                                  {"wake_round_trip", kWakeSlack}}},
                       {"best_before_first_run", yardstick_json(ctx.first_speed)},

@@ -75,6 +75,7 @@ struct ConfigResult {
   std::string date;  // UTC, ISO 8601, when its first run started
   std::vector<RunFigures> runs;           // the runs the medians are of
   std::vector<RunFigures> unsteady_runs;  // runs set aside because the machine ran slow, redone
+  double settle_wait_s = 0;  // time spent waiting for the machine's normal speed before runs
   TraceOutcome trace;
   std::map<std::string, std::map<std::string, bool>> features;  // ethtool -k per veth end
   std::map<std::string, std::string> sysctls;  // name -> value in the namespace that matters
@@ -92,6 +93,7 @@ struct MeasureContext {
   int server_cpu = -1;
   std::string command;  // the command line as given
   int unsteady_retries = 0;       // --unsteady-retries
+  std::string order = "grouped";  // --order: "interleaved" or "grouped"
   SpeedYardstick first_speed;     // the probes before the first run
   SpeedYardstick best_speed;      // the fastest the probes saw the machine, at the end
 };
