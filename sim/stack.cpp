@@ -245,24 +245,24 @@ void Net::netif_rx(ExecCtx& ctx, Device& dev, Skb& skb) {
     return;
   }
   sn.backlog.push_back(skb);
-  raise_net_rx(host, ctx.cpu(), sn);
+  raise_net_rx(ctx.cpu(), sn);
 }
 
-void Net::raise_net_rx(Host& host, Cpu& cpu, Softnet& sn) {
+void Net::raise_net_rx(Cpu& cpu, Softnet& sn) {
   if (sn.raised) {
     return;
   }
   sn.raised = true;
   sn.run_started = false;
   sn.run_left = kNetdevBudget;
-  cpu.submit({sn.ctx.get(), [this, &host, &sn] { net_rx_action(host, sn); }});
+  cpu.submit({sn.ctx.get(), [this, &sn] { net_rx_action(sn); }});
 }
 
 // One NET_RX run (do_softirq -> net_rx_action -> process_backlog) takes up to netdev_budget
 // packets, one task each: what a packet hands on (a wake-up of a reader on another CPU, the next
 // hop) happens when that packet's work is done, not at the end of the whole run, so a reader can
 // start on the first packets while the run goes on. The run's entry costs are paid once.
-void Net::net_rx_action(Host& host, Softnet& sn) {
+void Net::net_rx_action(Softnet& sn) {
   ExecCtx& ctx = *sn.ctx;
   if (!sn.run_started) {
     sn.run_started = true;
@@ -277,12 +277,12 @@ void Net::net_rx_action(Host& host, Softnet& sn) {
     netif_receive_skb(ctx, *meta(s).in_dev, s);
   }
   if (!sn.backlog.empty() && sn.run_left > 0) {
-    ctx.cpu().submit({&ctx, [this, &host, &sn] { net_rx_action(host, sn); }});
+    ctx.cpu().submit({&ctx, [this, &sn] { net_rx_action(sn); }});
     return;
   }
   sn.raised = false;
   if (!sn.backlog.empty()) {
-    raise_net_rx(host, ctx.cpu(), sn);
+    raise_net_rx(ctx.cpu(), sn);
   }
 }
 
