@@ -3,6 +3,7 @@
 #include "sim/plot.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <array>
 #include <cstdio>
 #include <iomanip>
@@ -559,7 +560,9 @@ void sweep(const PlotInput& in, const std::string& stem, const std::string& want
   const Axis& x = sw.axes.front();
   const XScale xs = x_scale(x);
   std::ostringstream d;
-  d << "# Sweep of " << sw.scenario << " (" << in.file << "), host " << sw.host
+  // The sweep file's name only: a machine path would go into committed data files.
+  d << "# Sweep of " << sw.scenario << " (" << std::filesystem::path(in.file).filename().string()
+    << "), host " << sw.host
     << ". One block (gnuplot index) per line;\n# columns: " << x.path
     << (xs.numeric ? "" : " (index)") << ", its value, CPU utilisation %, service demand us/KB.\n";
   std::vector<std::string> titles;
