@@ -443,26 +443,36 @@ ojson activity_summary_json(const std::vector<RunFigures>& runs) {
   return {{"per_segment", per_seg}, {"per_s", per_s}, {"cpus", cpus}};
 }
 
-// summary.speed: the speed probe's medians over the runs that have one (null when none has).
-ojson speed_summary_json(const std::vector<RunFigures>& runs) {
+// The speed probe's figures of the runs that have one (wake: of those that have it too).
+struct SpeedSeries {
   std::vector<double> alu;
   std::vector<double> sys;
   std::vector<double> wake;
+};
+
+SpeedSeries speed_series(const std::vector<RunFigures>& runs) {
+  SpeedSeries out;
   for (const RunFigures& f : runs) {
     if (f.speed) {
-      alu.push_back(f.speed->alu_ns());
-      sys.push_back(f.speed->syscall_ns());
+      out.alu.push_back(f.speed->alu_ns());
+      out.sys.push_back(f.speed->syscall_ns());
       if (const auto w = f.speed->wake_round_trip_us()) {
-        wake.push_back(*w);
+        out.wake.push_back(*w);
       }
     }
   }
-  if (alu.empty()) {
+  return out;
+}
+
+// summary.speed: the speed probe's medians over the runs that have one (null when none has).
+ojson speed_summary_json(const std::vector<RunFigures>& runs) {
+  const SpeedSeries sp = speed_series(runs);
+  if (sp.alu.empty()) {
     return nullptr;
   }
-  return {{"alu_ns", spread_json(alu, 4)},
-          {"syscall_ns", spread_json(sys, 1)},
-          {"wake_round_trip_us", wake.empty() ? ojson(nullptr) : spread_json(wake, 2)}};
+  return {{"alu_ns", spread_json(sp.alu, 4)},
+          {"syscall_ns", spread_json(sp.sys, 1)},
+          {"wake_round_trip_us", sp.wake.empty() ? ojson(nullptr) : spread_json(sp.wake, 2)}};
 }
 
 ojson summary_json(const std::vector<RunFigures>& runs) {
@@ -914,16 +924,9 @@ std::string summary_row(const ConfigResult& r) {
     const WakeMedians w = wake_medians(r.runs);
     s << std::setw(9) << (w.ipis ? fixed(*w.ipis, 4) : "-") << std::setw(9)
       << (w.context_switches ? fixed(*w.context_switches, 4) : "-");
-    std::vector<double> alu;
-    std::vector<double> sys;
-    for (const RunFigures& f : r.runs) {
-      if (f.speed) {
-        alu.push_back(f.speed->alu_ns());
-        sys.push_back(f.speed->syscall_ns());
-      }
-    }
-    s << std::setw(8) << (alu.empty() ? "-" : fixed(spread(alu).median, 3)) << std::setw(8)
-      << (sys.empty() ? "-" : fixed(spread(sys).median, 0));
+    const SpeedSeries sp = speed_series(r.runs);
+    s << std::setw(8) << (sp.alu.empty() ? "-" : fixed(spread(sp.alu).median, 3)) << std::setw(8)
+      << (sp.sys.empty() ? "-" : fixed(spread(sp.sys).median, 0));
   }
   s << "  " << r.trace.status;
   if (!r.trace.reason.empty()) {
@@ -1033,16 +1036,7 @@ std::string speed_comparison(const ConfigResult& r, const std::filesystem::path&
   if (!committed.is_object()) {
     return "";
   }
-  std::vector<double> alu;
-  std::vector<double> wake;
-  for (const RunFigures& f : r.runs) {
-    if (f.speed) {
-      alu.push_back(f.speed->alu_ns());
-      if (const auto w = f.speed->wake_round_trip_us()) {
-        wake.push_back(*w);
-      }
-    }
-  }
+  const SpeedSeries sp = speed_series(r.runs);
   std::ostringstream s;
   const auto row = [&](const char* key, const std::vector<double>& now) {
     const ojson& c = committed.value(key, ojson());
@@ -1057,8 +1051,8 @@ std::string speed_comparison(const ConfigResult& r, const std::filesystem::path&
       << std::setw(12) << fixed(is, 3) << std::setw(9) << ((diff >= 0 ? "+" : "") + fixed(diff, 1))
       << "%  (context)\n";
   };
-  row("alu_ns", alu);
-  row("wake_round_trip_us", wake);
+  row("alu_ns", sp.alu);
+  row("wake_round_trip_us", sp.wake);
   return s.str();
 }
 
