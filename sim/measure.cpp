@@ -303,7 +303,7 @@ Settings settings_from(const po::variables_map& vm) {
   s.runs = int_from(vm, "runs", 1, 1000, smoke ? 1 : 5);
   s.duration_s = int_from(vm, "duration", 1, 3600, smoke ? 1 : 10);
   s.trace = trace_from(vm);
-  s.unsteady_retries = int_from(vm, "unsteady-retries", 0, 1000, s.runs);
+  s.unsteady_retries = int_from(vm, "unsteady-retries", 0, 1000, smoke ? 0 : s.runs);
   if (vm.count("order") != 0) {
     const std::string w = vm["order"].as<std::string>();
     if (w != "interleaved" && w != "grouped") {
@@ -565,7 +565,8 @@ double number_at(const nlohmann::json& j, const nlohmann::json::json_pointer& p)
   return j.contains(p) && j.at(p).is_number() ? j.at(p).get<double>() : 0.0;
 }
 
-RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
+// `before`: the speed probe taken just before (wait_for_normal_speed's last).
+RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::SpeedProbe before,
                   std::optional<measure::TraceCounts>* traced) {
   const Tools& t = ss.tools;
   std::vector<std::string> server = lab.in(Role::kServer);
@@ -580,7 +581,7 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg,
   // and after it is told to stop: the `ip netns exec cat` that reads them stays out of the traced
   // run's counts and profile.
   measure::RunSpeed speed;
-  speed.before = measure::probe_speed(ss.all_cpus);
+  speed.before = std::move(before);
   const auto client0 = lab.tcp_counters(Role::kClient);
   const auto server0 = lab.tcp_counters(Role::kServer);
   std::optional<Process> tracer;
@@ -703,8 +704,9 @@ std::string run_line(const Configuration& cfg, const std::string& which, const R
 
 // Whether a run counts: its speed probes against the best seen (measure_speed.hpp). An unsteady
 // run is set aside in `r.unsteady_runs` while `retries` lasts and redone; after that it counts,
-// marked. Returns true when the run counts. The traced run is judged by its `before` probe only: the one after it runs while the kernel is
-// still tearing down bpftrace's programs and perf events, and reads several times slower.
+// marked. Returns true when the run counts. The traced run is judged by its `before` probe only:
+// the one after it runs while the kernel is still tearing down bpftrace's programs and perf
+// events, and reads several times slower.
 bool keep_run(Session& ss, ConfigResult& r, RunFigures& f, int& retries, const std::string& which,
               bool traced) {
   if (f.speed) {
@@ -735,12 +737,19 @@ bool keep_run(Session& ss, ConfigResult& r, RunFigures& f, int& retries, const s
 
 // Before each run: probes every kSettleStep until one is within the slacks of the best seen (the
 // machine is at its normal speed), for at most kSettleLimit; then the run starts either way. The
-// wait is added to `r.settle_wait_s`.
-void wait_for_normal_speed(Session& ss, ConfigResult& r) {
+// wait is added to `r.settle_wait_s`. Returns the last probe: the run's `before`. With
+// --unsteady-retries 0 (every run counts, as --smoke has it) it probes once and does not wait.
+measure::SpeedProbe wait_for_normal_speed(Session& ss, ConfigResult& r) {
+  if (ss.settings.unsteady_retries == 0) {
+    measure::SpeedProbe p = measure::probe_speed(ss.all_cpus);
+    ss.best_speed.add(p);
+    return p;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::string why;
+  measure::SpeedProbe p;
   while (true) {
-    const measure::SpeedProbe p = measure::probe_speed(ss.all_cpus);
+    p = measure::probe_speed(ss.all_cpus);
     ss.best_speed.add(p);
     why = measure::unsteady_reason({.before = p, .after = {}}, ss.best_speed);
     if (why.empty() || std::chrono::steady_clock::now() - t0 > kSettleLimit) {
@@ -757,6 +766,7 @@ void wait_for_normal_speed(Session& ss, ConfigResult& r) {
     std::cerr << "skbsim measure: " << r.config.name() << ": waited "
               << measure::rounded(waited, 1) << " s for the machine's normal speed\n";
   }
+  return p;
 }
 
 // One run that counts: waits for the machine's normal speed, runs, and redoes a slow run while
@@ -768,8 +778,7 @@ void counted_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
   const std::string which =
       "run " + std::to_string(r.runs.size() + 1) + "/" + std::to_string(ss.settings.runs);
   while (true) {
-    wait_for_normal_speed(ss, r);
-    RunFigures f = stream(lab, ss, r.config, nullptr);
+    RunFigures f = stream(lab, ss, r.config, wait_for_normal_speed(ss, r), nullptr);
     if (keep_run(ss, r, f, retries, which, false)) {
       r.runs.push_back(std::move(f));
       return;
@@ -798,12 +807,10 @@ void traced_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
   }
   try {
     std::optional<measure::TraceCounts> counts;
-    wait_for_normal_speed(ss, r);
-    RunFigures f = stream(lab, ss, cfg, &counts);
+    RunFigures f = stream(lab, ss, cfg, wait_for_normal_speed(ss, r), &counts);
     while (!keep_run(ss, r, f, retries, "traced run", true)) {
       counts.reset();
-      wait_for_normal_speed(ss, r);
-      f = stream(lab, ss, cfg, &counts);
+      f = stream(lab, ss, cfg, wait_for_normal_speed(ss, r), &counts);
     }
     r.trace.status = "ok";
     r.trace.slab_caches = ss.skb_caches;
@@ -1147,7 +1154,7 @@ int run_measure(const std::vector<std::string>& args) {
       "of one configuration, then the next); default interleaved")(
       "unsteady-retries", po::value<std::string>(),
       "runs per configuration to redo when the speed probe says the machine ran slow, 0..1000 "
-      "(default: as many as --runs)")(
+      "(default: as many as --runs; --smoke 0); 0 also runs without waiting for normal speed")(
       "compare", po::value<std::string>(),
       "compare the medians with DIR/<config>.json's references (a committed set); exit 1 when "
       "one is more than 15% off");

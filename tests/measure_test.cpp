@@ -1073,7 +1073,8 @@ TEST(MeasureSmoke, AFreshBridgeForwardsBeforeTheRunStarts) {
   SKIP_UNLESS_MEASURABLE();
   TempDir tmp;
   Child c = start_skbsim({"measure", "--topology", "bridge", "--variant", "on", "--rate",
-                          "unlimited", "--runs", "1", "--duration", "1", "--trace", "off", "--out",
+                          "unlimited", "--runs", "1", "--duration", "1", "--trace", "off",
+                          "--unsteady-retries", "0", "--out",
                           (tmp.path() / "out").string(), "--shared",
                           (kSource / "scenarios/shared").string()},
                          tmp.path());
