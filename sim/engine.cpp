@@ -13,7 +13,7 @@ void Engine::after_task(std::function<void()> fn) {
     at(now_, std::move(fn));
     return;
   }
-  continuations_.push_back(std::move(fn));
+  hand_offs_.push_back({current_->ledger().pending_ps(), std::move(fn)});
 }
 
 void Engine::run_until(Time until) {
@@ -63,10 +63,18 @@ void Cpu::dispatch() {
     const Time cost = t.ctx->ledger().take_pending_ps();
     busy_ps_ += cost;
     task_end_ = e.now_ + cost;
-    // The task's hand-offs wait in this CPU (one task runs at a time) until its time has passed;
-    // the completion event captures only `this`, so scheduling it allocates nothing.
-    conts_.swap(e.continuations_);
-    e.at(e.now_ + cost, [this] {
+    // A hand-off inside the task is an event at its point; those at the end (most: the next
+    // call, the next packet) run in order in the completion event before the CPU takes its next
+    // task. That event captures only `this`, so scheduling it allocates nothing.
+    for (Engine::HandOff& h : e.hand_offs_) {
+      if (h.at_ps < cost) {
+        e.at(e.now_ + h.at_ps, std::move(h.fn));
+      } else {
+        conts_.push_back(std::move(h.fn));
+      }
+    }
+    e.hand_offs_.clear();
+    e.at(task_end_, [this] {
       running_conts_.swap(conts_);
       for (auto& c : running_conts_) {
         c();

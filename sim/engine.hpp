@@ -4,15 +4,15 @@
 //
 // A task runs in an execution context (the sending process, the NET_RX softirq of a CPU, a NIC's
 // interrupt) bound to one CPU. The task's kernel work is recorded in the context's Ledger, priced
-// by the CostModel; when the task returns, the priced time keeps that CPU busy, and whatever the
-// task handed on (a packet to the next hop, a wake-up) happens when that busy time ends. Work that
-// finds its CPU busy waits: each CPU runs hard interrupts before softirqs before processes, FIFO
-// within a level, never preempting a running task. CPU utilisation = busy / (CPUs x elapsed), as
-// netperf computes it from /proc/stat.
+// by the CostModel; when the task returns, the priced time keeps that CPU busy. What the task
+// hands on (a packet to the next hop, a wake-up) happens at its point inside the task: the time
+// the work priced before the hand-off has passed. Work that finds its CPU busy waits: each CPU runs
+// hard interrupts before softirqs before processes, FIFO within a level, never preempting a
+// running task. CPU utilisation = busy / (CPUs x elapsed), as netperf computes it from /proc/stat.
 //
-// The downside: a task's continuation fires at the end of the whole task, not at the point inside
-// it where the kernel would hand the packet on; tasks are one packet's worth of work, so the error
-// is one packet's processing time.
+// The downside: a task's state changes all happen at its start (a reader empties its receive
+// queue at once, the time of copying it passes afterwards); tasks are one call's or one packet's
+// worth of work.
 
 #include <cstdint>
 #include <array>
@@ -60,7 +60,7 @@ class ExecCtx {
 };
 
 // Work for a CPU. `run` does the kernel work (recording into ctx's ledger) and may call
-// Engine::after_task() to hand things on once the CPU time it charged has passed.
+// Engine::after_task() to hand things on once the CPU time it charged so far has passed.
 struct Task {
   ExecCtx* ctx = nullptr;
   std::function<void()> run;
@@ -94,7 +94,7 @@ class Cpu {
   bool running_ = false;
   const ExecCtx* running_ctx_ = nullptr;
   bool kick_pending_ = false;
-  std::vector<std::function<void()>> conts_;          // the running task's hand-offs
+  std::vector<std::function<void()>> conts_;          // the running task's hand-offs at its end
   std::vector<std::function<void()>> running_conts_;  // being run at its completion
   Time busy_ps_ = 0;      // including the whole of the running task
   Time task_end_ = 0;     // when the running task's time ends
@@ -109,7 +109,9 @@ class Engine {
   Time now() const noexcept { return now_; }
   // Schedules `fn` at absolute time `t` (>= now); ties run in scheduling order.
   void at(Time t, std::function<void()> fn);
-  // Inside a task: runs `fn` when the current task's CPU time has elapsed. Outside a task: now.
+  // Inside a task: runs `fn` once the CPU time the task has charged so far has elapsed (its
+  // hand-off point; a hand-off at the end runs before the CPU takes its next task). Outside a
+  // task: now.
   void after_task(std::function<void()> fn);
   // Runs events until the queue is empty or time passes `until`.
   void run_until(Time until);
@@ -136,7 +138,12 @@ class Engine {
   std::uint64_t seq_ = 0;
   std::uint64_t events_run_ = 0;
   ExecCtx* current_ = nullptr;
-  std::vector<std::function<void()>> continuations_;
+  // The running task's hand-offs, each with the priced time before it (ps into the task).
+  struct HandOff {
+    Time at_ps;
+    std::function<void()> fn;
+  };
+  std::vector<HandOff> hand_offs_;
 };
 
 }  // namespace skbsim::sim

@@ -1,5 +1,6 @@
 // engine_test.cpp — the discrete-event engine (sim/engine.hpp): event ordering, CPU run levels,
-// priced task time, continuations, waiting work, busy-time accounting and utilisation.
+// priced task time, hand-offs at their point inside a task, waiting work, busy-time accounting
+// and utilisation.
 
 #include <gtest/gtest.h>
 
@@ -189,7 +190,7 @@ TEST_F(CpuFixture, SameLevelWorkIsFifo) {
   EXPECT_EQ(runs[2].start, 300);
 }
 
-TEST_F(CpuFixture, PricedLedgerTimeKeepsTheCpuBusyAndContinuationsFireAtTheEnd) {
+TEST_F(CpuFixture, PricedLedgerTimeKeepsTheCpuBusyAndHandOffsAtTheEndFireAtTheEnd) {
   Time cont_at = -1;
   int conts = 0;
   engine.at(1000, [&] {
@@ -219,6 +220,33 @@ TEST_F(CpuFixture, PricedLedgerTimeKeepsTheCpuBusyAndContinuationsFireAtTheEnd) 
   EXPECT_EQ(cpu.busy_ps(), 400);
   EXPECT_EQ(proc.ledger().total().cost_ps, 400);
   EXPECT_EQ(proc.ledger().pending_ps(), 0);  // the engine took it
+}
+
+// A hand-off happens once the work priced before it has passed, not when the whole task ends: a
+// packet handed on after the first of three steps reaches the next CPU a third of the way in.
+TEST_F(CpuFixture, HandOffsHappenAtTheirPointInsideTheTask) {
+  std::vector<Time> handed;
+  std::vector<bool> busy_then;
+  engine.at(1000, [&] {
+    cpu.submit({&proc, [&] {
+                  charge(proc, 1);  // 100 ps
+                  engine.after_task([&] {
+                    handed.push_back(engine.now());
+                    busy_then.push_back(cpu.running());
+                  });
+                  charge(proc, 2);  // 200 ps more
+                  engine.after_task([&] {
+                    handed.push_back(engine.now());
+                    busy_then.push_back(cpu.running());
+                  });
+                }});
+  });
+  engine.run_until(10'000);
+  EXPECT_EQ(handed, (std::vector<Time>{1100, 1300}));
+  // The CPU is still busy with the task at the first hand-off; the last one, at the end, runs
+  // before the CPU is released (so what it submits there runs next, as below).
+  EXPECT_EQ(busy_then, (std::vector<bool>{true, true}));
+  EXPECT_EQ(cpu.busy_ps(), 300);
 }
 
 TEST_F(CpuFixture, PerByteCostsArePricedIntoBusyTime) {
