@@ -3,6 +3,7 @@
 #include "sim/tcp.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "skbsim/bug.hpp"
 
@@ -22,6 +23,7 @@ void submit(ExecCtx& ctx, std::function<void()> fn) { ctx.cpu().submit({&ctx, st
 
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s);
 void sendmsg_task(Net& net, TcpSock& s);
+void end_call(Net& net, TcpSock& s);
 
 // The addresses, ports and flags of a segment this socket sends.
 PacketMeta segment_meta(const TcpSock& s, std::uint8_t flags) {
@@ -78,18 +80,20 @@ bool can_append(const TcpSock& s, const Skb* tail, const KernelModel& k) {
   return coalesce || si.nr_frags < k.max_skb_frags;
 }
 
-// The copy loop of tcp_sendmsg: returns with s.call_left == 0, or blocked on the send buffer.
-void sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
+// The copy loop of tcp_sendmsg: returns with `left` == 0, or blocked on the send buffer (false),
+// or (true) after pushing a full skb whose transmit raised NET_RX on this CPU, which runs inside
+// the push (local_bh_enable()) before the copy goes on.
+bool sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
   OpCtx o = net.op(ctx);
   while (left > 0) {
     Skb* tail = s.write_queue.empty() ? nullptr : &s.write_queue.back();
     if (!can_append(s, tail, net.kernel())) {
       if (s.wmem_queued >= s.params.sndbuf) {
-        return;  // sk_stream_wait_memory
+        return false;  // sk_stream_wait_memory
       }
       tail = new_segment(net, ctx, s);
       if (tail == nullptr) {
-        return;
+        return false;
       }
     }
     std::uint32_t copy = std::min(left, s.size_goal - tail->len());
@@ -126,7 +130,16 @@ void sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
     s.write_seq += copy;
     left -= copy;
     s.stats.bytes_sent += copy;
+    // A full skb goes out at once (tcp_push_one, or __tcp_push_pending_frames on a forced push;
+    // both versions), before the next is filled; the last one, with the call's tcp_push.
+    if (left > 0 && tail->len() >= s.size_goal) {
+      tcp_write_xmit(net, ctx, s);
+      if (net.softnet(ctx).raised) {
+        return true;
+      }
+    }
   }
+  return false;
 }
 
 void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_it) {
@@ -267,6 +280,31 @@ void next_send(Net& net, TcpSock& s) {
   net.engine().after_task([&net, &s] { throttle_check(net, s); });
 }
 
+// The rest of a send() call from `left` bytes on: the copy loop, tcp_push, and the call's return
+// (or its wait for buffer space). A push whose NET_RX must run first suspends it: it goes on as
+// a process task of its own, which its CPU takes after the softirq.
+void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
+  ExecCtx& ctx = *s.proc;
+  if (sendmsg_copy(net, ctx, s, left)) {
+    s.in_bh = true;
+    s.pending = left;
+    submit(ctx, [&net, &s] {
+      s.in_bh = false;
+      sendmsg_body(net, s, std::exchange(s.pending, 0));
+    });
+    return;
+  }
+  net.charge(ctx, Sym::kTcpPushPendingFrames);
+  tcp_write_xmit(net, ctx, s);
+  end_call(net, s);
+  if (left > 0) {
+    s.writer_blocked = true;  // the rest of this send() waits for ACKs to free the buffer
+    s.pending = left;
+    return;
+  }
+  next_send(net, s);
+}
+
 void sendmsg_task(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
   if (s.app_start < 0) {
@@ -278,34 +316,16 @@ void sendmsg_task(Net& net, TcpSock& s) {
   net.charge(ctx, Sym::kSysSendto);
   net.charge(ctx, Sym::kTcpSendmsg);
   ++s.stats.sendmsg_calls;
-  std::uint32_t left = static_cast<std::uint32_t>(
+  const std::uint32_t left = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(s.params.send_size, s.to_send));
   if (s.to_send != std::numeric_limits<std::uint64_t>::max()) {
     s.to_send -= left;  // committed to this send() call
   }
-  sendmsg_copy(net, ctx, s, left);
-  net.charge(ctx, Sym::kTcpPushPendingFrames);
-  tcp_write_xmit(net, ctx, s);
-  if (left > 0) {
-    s.writer_blocked = true;  // the rest of this send() waits for ACKs to free the buffer
-    s.pending = left;
-    return;
-  }
-  next_send(net, s);
+  sendmsg_body(net, s, left);
 }
 
-void resume_sendmsg(Net& net, TcpSock& s) {
-  ExecCtx& ctx = *s.proc;
-  std::uint32_t left = s.pending;
-  sendmsg_copy(net, ctx, s, left);
-  tcp_write_xmit(net, ctx, s);
-  s.pending = left;
-  if (left > 0) {
-    s.writer_blocked = true;
-    return;
-  }
-  next_send(net, s);
-}
+// The writer woke in sk_stream_wait_memory: the call goes on where it stopped.
+void resume_sendmsg(Net& net, TcpSock& s) { sendmsg_body(net, s, std::exchange(s.pending, 0)); }
 
 void tcp_send_ack(Net& net, ExecCtx& ctx, TcpSock& s) {
   net.charge(ctx, Sym::kTcpSendAck);
@@ -479,6 +499,8 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
   }
   if (s.to_send != 0 && s.rr.in_size != 0) {
     sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
+  } else {
+    end_call(net, s);
   }
   if (s.receive_queue.empty()) {
     s.reader_blocked = true;
@@ -553,6 +575,7 @@ void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
 void release_sock(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
   s.release_pending = false;
+  s.in_bh = false;
   s.in_release = true;
   while (!s.backlog.empty()) {
     Skb& skb = s.backlog.front();
@@ -561,6 +584,27 @@ void release_sock(Net& net, TcpSock& s) {
     tcp_rcv(net, ctx, s, skb, (meta(skb).flags & kFlagVerified) != 0);
   }
   s.in_release = false;
+  end_call(net, s);  // what the backlog sent (ACK-clocked data) raised NET_RX in turn
+}
+
+// The end of a socket call's task. Its transmits went through dev_queue_xmit, whose
+// rcu_read_unlock_bh() -> local_bh_enable() runs the NET_RX softirq they raised on this CPU
+// before the call goes on (both versions; kernel/softirq.c). The model runs that softirq as its
+// own tasks, which this CPU takes before any process work; the call holds the socket meanwhile,
+// so what they deliver to it (the ACKs of the data just sent, when sender and receiver share the
+// CPU or the path loops back) waits in the backlog, and release_sock, queued now behind them,
+// runs it when the call returns. Without this the socket would be free between the call's task
+// and its softirq, and ACKs handled on another CPU would send from there, overtaking the data
+// still in this CPU's backlog.
+void end_call(Net& net, TcpSock& s) {
+  if (!net.softnet(*s.proc).raised) {
+    return;
+  }
+  s.in_bh = true;
+  if (!s.release_pending) {
+    s.release_pending = true;
+    submit(*s.proc, [&net, &s] { release_sock(net, s); });
+  }
 }
 
 }  // namespace
@@ -576,9 +620,9 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
     ops::csum_partial(o, skb.len());
     verified = true;
   }
-  // sock_owned_by_user: the application's call holds the socket on its CPU right now. (On the
-  // same CPU the model runs the softirq after the call, when the socket is free again.)
-  if (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu()) {
+  // sock_owned_by_user: the application's call holds the socket: its task runs (on another CPU:
+  // this CPU runs one task at a time), or the softirq it raised runs inside it (end_call).
+  if (s.in_bh || (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu())) {
     net.charge(ctx, &skb, {.sym = Sym::kSkAddBacklog});
     if (verified) {
       meta(skb).flags |= kFlagVerified;

@@ -5,8 +5,10 @@
 // Sender: tcp_sendmsg copies user data into skbs — linear MSS skbs when the route device has no SG
 // (plus GSO), page frags otherwise (6.x: always) — with a fused copy-and-checksum when the route
 // device has no checksum offload (2.6.20 CHECKSUM_NONE) and a plain copy otherwise; skb_entail
-// releases the header (skb_header_release); tcp_transmit_skb sends a clone (pskb_copy while an
-// earlier clone is still in flight) and keeps the original on the write queue until it is ACKed.
+// releases the header (skb_header_release); a full skb is pushed at once (tcp_push_one), and the
+// NET_RX its transmit raises on this CPU runs before the copy goes on (local_bh_enable() at the
+// end of dev_queue_xmit), the socket still held; tcp_transmit_skb sends a clone (pskb_copy while
+// an earlier clone is still in flight) and keeps the original on the write queue until ACKed.
 // Receiver: checksum verification where the version does it, copy to user (2.6.20: fused
 // copy-and-checksum into a waiting reader when the checksum is unverified), delayed ACKs (one per
 // two full segments, else a 40 ms timer).
@@ -107,10 +109,13 @@ struct TcpSock {
 
   // lock_sock: while the application's task runs (a send or recv call), softirq deliveries from
   // other CPUs wait on the socket's backlog (tcp_add_backlog) for release_sock, which runs them
-  // in the process's context once its task is done.
+  // in the process's context once its task is done. A call whose transmits raised NET_RX on its
+  // CPU still holds the socket while that softirq runs (dev_queue_xmit's local_bh_enable() runs
+  // it inside the call): `in_bh`, until release_sock.
   SkbQueue backlog;
   bool release_pending = false;
   bool in_release = false;
+  bool in_bh = false;
 
   bool matches(const PacketMeta& m) const noexcept {
     return m.daddr == saddr && m.dport == sport && m.saddr == daddr && m.sport == dport;

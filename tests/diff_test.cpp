@@ -161,7 +161,12 @@ TEST_F(ThreadDiff, ExpandHeadAndItsAllocationsCarryMostOfIt) {
   EXPECT_NE(expand.find(want.str()), std::string::npos) << expand;
   EXPECT_NE(expand.find("follows its caller skb_cow"), std::string::npos) << expand;
   const std::string kmalloc = by_symbol["__kmalloc"]->at("why");
-  EXPECT_NE(kmalloc.find("pskb_expand_head -1.0000/seg"), std::string::npos) << kmalloc;
+  // One expand per segment fewer; a segment forwarded across the window's edge may tip the
+  // fourth decimal.
+  const std::string caller = "pskb_expand_head ";
+  const std::size_t at = kmalloc.find(caller, kmalloc.find("follows its caller"));
+  ASSERT_NE(at, std::string::npos) << kmalloc;
+  EXPECT_NEAR(std::stod(kmalloc.substr(at + caller.size())), -1.0, 0.0005) << kmalloc;
   const std::string kfree = by_symbol["kfree"]->at("why");
   EXPECT_NE(kfree.find("mirrors __kmalloc"), std::string::npos) << kfree;
   ASSERT_TRUE(by_symbol.count("ip_decrease_ttl") == 1);

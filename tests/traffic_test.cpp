@@ -411,10 +411,13 @@ TEST(RecvSize, EachRecvTakesAtMostItsSizeAndPartlyReadSkbsStay) {
   EXPECT_LT(cell(host(whole, "B"), Sym::kSysRecvfrom).calls * 4, recvs);
 }
 
-// tcp_v4_rcv with sock_owned_by_user: what another CPU delivers while the application's call
-// holds the socket waits on the backlog and runs once, in the owner's release_sock (tcp_v4_do_rcv).
-// On one CPU the softirq never finds the socket held (the model runs it after the call).
-TEST(SocketBacklog, DeliveriesFromAnotherCpuWaitForReleaseSock) {
+// tcp_v4_rcv with sock_owned_by_user: what arrives while the application's call holds the socket
+// waits on the backlog and runs once, in the owner's release_sock (tcp_v4_do_rcv). From another
+// CPU that is any delivery during the call. On the call's own CPU it is what the softirq its
+// transmits raised delivers: __dev_queue_xmit's rcu_read_unlock_bh() -> local_bh_enable() runs
+// that NET_RX inside the call, so a receiver on the sender's CPU gets the data there and the
+// sender gets the ACKs of its own data while it still holds its socket.
+TEST(SocketBacklog, DeliveriesWhileTheCallHoldsTheSocketWaitForReleaseSock) {
   ScenarioSpec apart = load_scenario(std::string(SKBSIM_SOURCE_DIR) +
                                      "/scenarios/measured/vm-2core/direct-on-unlimited.json")
                            .spec;
@@ -426,17 +429,54 @@ TEST(SocketBacklog, DeliveriesFromAnotherCpuWaitForReleaseSock) {
   }
   const RunResult ra = run_scenario(apart);
   const RunResult rs = run_scenario(same);
-  const HostResult& ha = ra.hosts.front();
-  const HostResult& hs = rs.hosts.front();
-  EXPECT_GT(cell(ha, Sym::kSkAddBacklog).calls, 0U);
-  // each backlogged skb is received once; a few may still wait when the window closes
-  EXPECT_LE(cell(ha, Sym::kTcpV4DoRcv).calls, cell(ha, Sym::kSkAddBacklog).calls + 2);
-  EXPECT_GE(cell(ha, Sym::kTcpV4DoRcv).calls + 2, cell(ha, Sym::kSkAddBacklog).calls);
-  EXPECT_EQ(cell(hs, Sym::kSkAddBacklog).calls, 0U);
   for (const RunResult* r : {&ra, &rs}) {
+    const HostResult& h = r->hosts.front();
+    EXPECT_GT(cell(h, Sym::kSkAddBacklog).calls, 0U);
+    // each backlogged skb is received once; a few may still wait when the window closes
+    EXPECT_LE(cell(h, Sym::kTcpV4DoRcv).calls, cell(h, Sym::kSkAddBacklog).calls + 2);
+    EXPECT_GE(cell(h, Sym::kTcpV4DoRcv).calls + 2, cell(h, Sym::kSkAddBacklog).calls);
     EXPECT_TRUE(r->pool_empty_at_end) << r->leak_report;
     EXPECT_EQ(r->total_bytes_sent, r->total_bytes_received + r->total_bytes_dropped);
   }
+}
+
+// The socket held through the call's softirq keeps one path in order. Were it free between the
+// call's task and that softirq, ACKs handled on the other CPU would send new data from there,
+// overtaking data still on this CPU's backlog, and every overtaking segment would cost an
+// immediate out-of-order ACK (tcp_data_queue_ofo), which the kernel's counts do not show.
+TEST(SocketBacklog, OnePathDeliversInOrder) {
+  for (const char* variant : {"on", "off"}) {
+    ScenarioSpec s = load_scenario(std::string(SKBSIM_SOURCE_DIR) +
+                                   "/scenarios/measured/vm-2core/forward-" + variant +
+                                   "-unlimited.json")
+                         .spec;
+    s.duration_s = 0.02;
+    s.warmup_s = 0.005;
+    const RunResult r = run_scenario(s);
+    const HostResult& h = r.hosts.front();
+    EXPECT_GT(cell(h, Sym::kTcpRcvEstablished).calls, 1000U) << variant;
+    EXPECT_EQ(cell(h, Sym::kTcpDataQueueOfo).calls, 0U) << variant;
+  }
+}
+
+// tcp_sendmsg pushes an skb as soon as it reaches the size goal (tcp_push_one), and the NET_RX
+// that push raises runs before the copy goes on: a 128 KB send() over a 64 KB size goal is two
+// pushes, each delivered whole before the next is filled. Over veth with offloads off the reader
+// drains each and sleeps, so it wakes about twice per send() (the kernel's context-switch count:
+// 0.045 per segment, about four switches per 90-segment send()).
+TEST(TcpSendmsg, AFullSkbIsPushedAndDeliveredBeforeTheNextIsFilled) {
+  ScenarioSpec s = load_scenario(std::string(SKBSIM_SOURCE_DIR) +
+                                 "/scenarios/measured/vm-2core/direct-off-unlimited.json")
+                       .spec;
+  s.duration_s = 0.02;
+  s.warmup_s = 0.005;
+  const RunResult r = run_scenario(s);
+  const HostResult& h = r.hosts.front();
+  const double sends = static_cast<double>(cell(h, Sym::kSysSendto).calls);
+  ASSERT_GT(sends, 10.0);
+  const double wakes = static_cast<double>(cell(h, Sym::kScheduleWakeup).calls);
+  EXPECT_GT(wakes / sends, 1.6);
+  EXPECT_LT(wakes / sends, 2.4);
 }
 
 // Per-device counts where the kernel's tracepoints take them: net_dev_start_xmit after
