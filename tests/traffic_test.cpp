@@ -80,6 +80,16 @@ const LedgerCell& cell(const HostResult& h, Sym s) {
   return h.cells[static_cast<std::size_t>(s)];
 }
 
+// A committed measured scenario (scenarios/measured/vm-2core/<name>.json), shortened.
+ScenarioSpec measured_vm(const std::string& name, double duration_s, double warmup_s) {
+  ScenarioSpec s = load_scenario(std::string(SKBSIM_SOURCE_DIR) + "/scenarios/measured/vm-2core/" +
+                                 name + ".json")
+                       .spec;
+  s.duration_s = duration_s;
+  s.warmup_s = warmup_s;
+  return s;
+}
+
 double per_segment(const RunResult& r, std::uint64_t n) {
   return static_cast<double>(n) / static_cast<double>(r.segments);
 }
@@ -359,12 +369,7 @@ TEST(PacedSender, SleepingOnItsTimerCostsContextSwitches) {
 // wake-up of a sleeping process costs two context switches.
 TEST(WakeUp, IpiOnlyToAnIdleRemoteCpuAndTwoSwitchesPerSleep) {
   // one 2-CPU host, client and server namespaces joined by a veth pair
-  ScenarioSpec same =
-      load_scenario(std::string(SKBSIM_SOURCE_DIR) +
-                    "/scenarios/measured/vm-2core/direct-on-unlimited.json")
-          .spec;
-  same.duration_s = 0.03;
-  same.warmup_s = 0.01;
+  ScenarioSpec same = measured_vm("direct-on-unlimited", 0.03, 0.01);
   for (FlowSpec& f : same.flows) {
     f.rate_bps = 300'000'000;
   }
@@ -418,11 +423,7 @@ TEST(RecvSize, EachRecvTakesAtMostItsSizeAndPartlyReadSkbsStay) {
 // that NET_RX inside the call, so a receiver on the sender's CPU gets the data there and the
 // sender gets the ACKs of its own data while it still holds its socket.
 TEST(SocketBacklog, DeliveriesWhileTheCallHoldsTheSocketWaitForReleaseSock) {
-  ScenarioSpec apart = load_scenario(std::string(SKBSIM_SOURCE_DIR) +
-                                     "/scenarios/measured/vm-2core/direct-on-unlimited.json")
-                           .spec;
-  apart.duration_s = 0.02;
-  apart.warmup_s = 0.005;
+  const ScenarioSpec apart = measured_vm("direct-on-unlimited", 0.02, 0.005);
   ScenarioSpec same = apart;
   for (FlowSpec& f : same.flows) {
     f.receiver_cpu = f.sender_cpu;
@@ -446,13 +447,8 @@ TEST(SocketBacklog, DeliveriesWhileTheCallHoldsTheSocketWaitForReleaseSock) {
 // immediate out-of-order ACK (tcp_data_queue_ofo), which the kernel's counts do not show.
 TEST(SocketBacklog, OnePathDeliversInOrder) {
   for (const char* variant : {"on", "off"}) {
-    ScenarioSpec s = load_scenario(std::string(SKBSIM_SOURCE_DIR) +
-                                   "/scenarios/measured/vm-2core/forward-" + variant +
-                                   "-unlimited.json")
-                         .spec;
-    s.duration_s = 0.02;
-    s.warmup_s = 0.005;
-    const RunResult r = run_scenario(s);
+    const RunResult r =
+        run_scenario(measured_vm(std::string("forward-") + variant + "-unlimited", 0.02, 0.005));
     const HostResult& h = r.hosts.front();
     EXPECT_GT(cell(h, Sym::kTcpRcvEstablished).calls, 1000U) << variant;
     EXPECT_EQ(cell(h, Sym::kTcpDataQueueOfo).calls, 0U) << variant;
@@ -465,12 +461,7 @@ TEST(SocketBacklog, OnePathDeliversInOrder) {
 // drains each and sleeps, so it wakes about twice per send() (the kernel's context-switch count:
 // 0.045 per segment, about four switches per 90-segment send()).
 TEST(TcpSendmsg, AFullSkbIsPushedAndDeliveredBeforeTheNextIsFilled) {
-  ScenarioSpec s = load_scenario(std::string(SKBSIM_SOURCE_DIR) +
-                                 "/scenarios/measured/vm-2core/direct-off-unlimited.json")
-                       .spec;
-  s.duration_s = 0.02;
-  s.warmup_s = 0.005;
-  const RunResult r = run_scenario(s);
+  const RunResult r = run_scenario(measured_vm("direct-off-unlimited", 0.02, 0.005));
   const HostResult& h = r.hosts.front();
   const double sends = static_cast<double>(cell(h, Sym::kSysSendto).calls);
   ASSERT_GT(sends, 10.0);
@@ -485,12 +476,7 @@ TEST(TcpSendmsg, AFullSkbIsPushedAndDeliveredBeforeTheNextIsFilled) {
 namespace devcount {
 
 RunResult direct(const char* variant) {
-  ScenarioSpec s = load_scenario(std::string(SKBSIM_SOURCE_DIR) + "/scenarios/measured/vm-2core/" +
-                                 "direct-" + variant + "-unlimited.json")
-                       .spec;
-  s.duration_s = 0.01;
-  s.warmup_s = 0.005;
-  return run_scenario(s);
+  return run_scenario(measured_vm(std::string("direct-") + variant + "-unlimited", 0.01, 0.005));
 }
 
 const DevCounters& of(const RunResult& r, const std::string& name) {
