@@ -5,7 +5,16 @@
 namespace skbsim::sim {
 
 void Engine::at(Time t, std::function<void()> fn) {
-  queue_.push(Event{t < now_ ? now_ : t, seq_++, std::move(fn)});
+  std::uint32_t slot = 0;
+  if (free_slots_.empty()) {
+    slot = static_cast<std::uint32_t>(fns_.size());
+    fns_.push_back(std::move(fn));
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    fns_[slot] = std::move(fn);
+  }
+  queue_.push(Event{t < now_ ? now_ : t, seq_++, slot});
 }
 
 void Engine::after_task(std::function<void()> fn) {
@@ -18,13 +27,14 @@ void Engine::after_task(std::function<void()> fn) {
 
 void Engine::run_until(Time until) {
   while (!queue_.empty() && queue_.top().time <= until) {
-    // priority_queue::top() is const; the event is moved out before pop (its fn is not used by
-    // the ordering).
-    Event ev = std::move(const_cast<Event&>(queue_.top()));  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    const Event ev = queue_.top();
     queue_.pop();
     now_ = ev.time;
     ++events_run_;
-    ev.fn();
+    // Out of its slot first: the callback may schedule events, which may grow fns_.
+    std::function<void()> fn = std::move(fns_[ev.slot]);
+    free_slots_.push_back(ev.slot);
+    fn();
   }
   if (now_ < until && queue_.empty()) {
     now_ = until;

@@ -123,10 +123,12 @@ class Engine {
 
  private:
   friend class Cpu;
+  // The heap orders small plain records; the callbacks wait in slots of their own, so sifting
+  // the heap moves 24 bytes per step and never a type-erased callable.
   struct Event {
     Time time;
     std::uint64_t seq;
-    std::function<void()> fn;
+    std::uint32_t slot;  // in fns_
   };
   struct Later {
     bool operator()(const Event& a, const Event& b) const noexcept {
@@ -134,6 +136,8 @@ class Engine {
     }
   };
   std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  std::vector<std::function<void()>> fns_;  // the queued events' callbacks, by slot
+  std::vector<std::uint32_t> free_slots_;
   Time now_ = 0;
   std::uint64_t seq_ = 0;
   std::uint64_t events_run_ = 0;

@@ -63,6 +63,38 @@ TEST(EventQueue, TiesScheduledDuringAnEventRunAfterThoseAlreadyQueued) {
                                              "scheduled-by-first-now"}));
 }
 
+// The queue keeps callbacks in slots it reuses: a callback that schedules many more (growing the
+// slots while it runs) still runs whole, and every event runs once, in (time, order) order.
+TEST(EventQueue, ACallbackThatSchedulesManyMoreRunsWholeAndSlotsAreReused) {
+  Engine e;
+  std::vector<int> order;
+  const std::string tag(64, 'x');  // a capture too big for std::function's inline buffer
+  e.at(1, [&, tag] {
+    for (int i = 0; i < 1000; ++i) {
+      e.at(2 + i % 3, [&order, i, tag] { order.push_back(i); });
+    }
+    order.push_back(tag.size() == 64 ? -1 : -2);  // the callback's own capture is still intact
+  });
+  e.run_until(10);
+  ASSERT_EQ(order.size(), 1001U);
+  EXPECT_EQ(order.front(), -1);
+  std::vector<int> want;
+  for (int r = 0; r < 3; ++r) {
+    for (int i = r; i < 1000; i += 3) {
+      want.push_back(i);
+    }
+  }
+  EXPECT_EQ(std::vector<int>(order.begin() + 1, order.end()), want);
+  // A second round reuses the freed slots and runs the same way.
+  order.clear();
+  for (int i = 0; i < 5; ++i) {
+    e.at(20 - i, [&order, i] { order.push_back(i); });
+  }
+  e.run_until(30);
+  EXPECT_EQ(order, (std::vector<int>{4, 3, 2, 1, 0}));
+  EXPECT_EQ(e.events_run(), 1006U);
+}
+
 TEST(EventQueue, EventTimeIsNowAndPastTimesAreClampedToNow) {
   Engine e;
   std::vector<Time> seen;
