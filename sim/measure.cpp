@@ -680,6 +680,15 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   f.client_retrans_segs = delta(client0, client1, "RetransSegs");
   f.server_in_segs = delta(server0, server1, "InSegs");
   f.server_out_segs = delta(server0, server1, "OutSegs");
+  for (const char* name : measure::kRecordedTcpExt) {
+    const std::string key = std::string(measure::kTcpExtPrefix) + name;
+    if (client0.count(key) != 0 && client1.count(key) != 0) {
+      f.client_tcpext[name] = delta(client0, client1, key.c_str());
+    }
+    if (server0.count(key) != 0 && server1.count(key) != 0) {
+      f.server_tcpext[name] = delta(server0, server1, key.c_str());
+    }
+  }
   return f;
 }
 

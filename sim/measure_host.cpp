@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "sim/measure_process.hpp"
@@ -258,15 +259,20 @@ Activity activity(const ActivitySnapshot& before, const ActivitySnapshot& after,
   return a;
 }
 
-std::map<std::string, std::int64_t> parse_snmp_tcp(const std::string& text) {
+namespace {
+
+// A /proc/net/snmp or /proc/net/netstat table: the first two lines that start with `prefix`
+// ("Tcp:", "TcpExt:"), names then values; nullopt when there are not two such lines that agree.
+std::optional<std::map<std::string, std::int64_t>> proc_net_table(const std::string& text,
+                                                                  const std::string& prefix) {
   std::istringstream in(text);
   std::string line;
   std::vector<std::string> names;
   while (std::getline(in, line)) {
-    if (line.rfind("Tcp:", 0) != 0) {
+    if (line.rfind(prefix, 0) != 0) {
       continue;
     }
-    std::istringstream fields(line.substr(4));
+    std::istringstream fields(line.substr(prefix.size()));
     std::vector<std::string> words;
     std::string w;
     while (fields >> w) {
@@ -285,7 +291,21 @@ std::map<std::string, std::int64_t> parse_snmp_tcp(const std::string& text) {
     }
     return out;
   }
-  throw MeasureError("/proc/net/snmp: expected the two \"Tcp:\" lines, got none");
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::map<std::string, std::int64_t> parse_snmp_tcp(const std::string& text) {
+  auto t = proc_net_table(text, "Tcp:");
+  if (!t) {
+    throw MeasureError("/proc/net/snmp: expected the two \"Tcp:\" lines, got none");
+  }
+  return *t;
+}
+
+std::map<std::string, std::int64_t> parse_netstat_tcpext(const std::string& text) {
+  return proc_net_table(text, "TcpExt:").value_or(std::map<std::string, std::int64_t>{});
 }
 
 Spread spread(std::vector<double> values) {

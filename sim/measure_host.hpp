@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace skbsim::sim::measure {
@@ -102,6 +103,20 @@ Activity activity(const ActivitySnapshot& before, const ActivitySnapshot& after,
 // The "Tcp:" pair of lines of /proc/net/snmp as name -> value (InSegs, OutSegs, RetransSegs...).
 // Throws MeasureError when there is none.
 std::map<std::string, std::int64_t> parse_snmp_tcp(const std::string& text);
+// The "TcpExt:" pair of lines of /proc/net/netstat as name -> value (TCPBacklogCoalesce,
+// TCPOFOQueue...); empty when there is none (the counters are context, not required).
+std::map<std::string, std::int64_t> parse_netstat_tcpext(const std::string& text);
+
+// The TcpExt counters a run records per namespace: how the receiver ACKed (DelayedACKs,
+// TCPAckCompressed), how skbs were merged on the way in (TCPBacklogCoalesce in the socket's
+// backlog, TCPRcvCoalesce in the receive queue), reordering and its duplicate-data reports
+// (TCPOFOQueue, DelayedACKLost, TCPDSACKOldSent), the sender's corking (TCPAutoCorking) and the
+// fast path's pure ACKs and data (TCPHPAcks, TCPPureAcks, TCPHPHits).
+inline constexpr std::string_view kTcpExtPrefix = "TcpExt.";
+inline constexpr const char* kRecordedTcpExt[] = {
+    "DelayedACKs",        "TCPAckCompressed", "TCPBacklogCoalesce", "TCPRcvCoalesce",
+    "TCPOFOQueue",        "DelayedACKLost",   "TCPDSACKOldSent",    "TCPAutoCorking",
+    "TCPHPAcks",          "TCPPureAcks",      "TCPHPHits"};
 
 struct Spread {
   std::size_t n = 0;

@@ -137,7 +137,9 @@ ojson run_json(const RunFigures& r) {
            {{"client_out_segs", r.client_out_segs},
             {"client_retrans_segs", r.client_retrans_segs},
             {"server_in_segs", r.server_in_segs},
-            {"server_out_segs", r.server_out_segs}}},
+            {"server_out_segs", r.server_out_segs},
+            {"client_tcpext", r.client_tcpext},
+            {"server_tcpext", r.server_tcpext}}},
           {"activity", activity_json(r.activity)},
           {"speed", r.speed ? run_speed_json(*r.speed) : ojson(nullptr)},
           {"unsteady", r.unsteady.empty() ? ojson(nullptr) : ojson(r.unsteady)},
@@ -443,6 +445,27 @@ ojson activity_summary_json(const std::vector<RunFigures>& runs) {
   return {{"per_segment", per_seg}, {"per_s", per_s}, {"cpus", cpus}};
 }
 
+// summary.tcpext: each recorded TcpExt counter of each namespace per wire segment and per
+// second, over the runs that have it ({"client": {"per_segment": {"TCPBacklogCoalesce": spread,
+// ...}, "per_s": {...}}, "server": {...}}).
+ojson tcpext_summary_json(const std::vector<RunFigures>& runs) {
+  ojson out = ojson::object();
+  for (const auto& [side, field] :
+       {std::pair{"client", &RunFigures::client_tcpext}, std::pair{"server", &RunFigures::server_tcpext}}) {
+    ojson per_seg = ojson::object();
+    ojson per_s = ojson::object();
+    for (const char* name : kRecordedTcpExt) {
+      add_rates(per_seg, per_s, name, runs, [field, name](const RunFigures& f) {
+        const auto it = (f.*field).find(name);
+        return it == (f.*field).end() ? std::nullopt
+                                      : std::optional<double>(static_cast<double>(it->second));
+      });
+    }
+    out[side] = {{"per_segment", per_seg}, {"per_s", per_s}};
+  }
+  return out;
+}
+
 // The speed probe's figures of the runs that have one (wake: of those that have it too).
 struct SpeedSeries {
   std::vector<double> alu;
@@ -495,6 +518,7 @@ ojson summary_json(const std::vector<RunFigures>& runs) {
                                           }),
                                      0)},
       {"activity", activity_summary_json(runs)},
+      {"tcpext", tcpext_summary_json(runs)},
       {"speed", speed_summary_json(runs)}};
 }
 

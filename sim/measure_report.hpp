@@ -54,6 +54,9 @@ struct RunFigures {
   std::int64_t client_retrans_segs = 0;
   std::int64_t server_in_segs = 0;
   std::int64_t server_out_segs = 0;   // the ACKs
+  // kRecordedTcpExt counters over the run, in each namespace (those /proc/net/netstat has)
+  std::map<std::string, std::int64_t> client_tcpext;
+  std::map<std::string, std::int64_t> server_tcpext;
   nlohmann::ordered_json iperf3_cpu;  // iperf3's own end.cpu_utilization_percent
   Activity activity;  // per-CPU busy time, NET_RX/NET_TX softirqs, IPIs; context switches
   std::optional<RunSpeed> speed;  // the speed probe on each side of the run (measure_speed.hpp)

@@ -186,6 +186,22 @@ TEST(MeasureHost, SnmpTcpCounters) {
   EXPECT_THROW((void)parse_snmp_tcp("Udp: a\nUdp: 1\n"), MeasureError);
 }
 
+TEST(MeasureHost, NetstatTcpExtCountersAndTheirAbsence) {
+  // /proc/net/snmp then /proc/net/netstat, as `cat` prints them together: "Tcp:" is not
+  // "TcpExt:", and the IpExt table after it is not read.
+  const std::string text =
+      "Tcp: RtoAlgorithm OutSegs\nTcp: 1 99\n"
+      "TcpExt: SyncookiesSent DelayedACKs TCPBacklogCoalesce\nTcpExt: 0 12 345\n"
+      "IpExt: InNoRoutes\nIpExt: 3\n";
+  const auto ext = parse_netstat_tcpext(text);
+  EXPECT_EQ(ext.size(), 3U);
+  EXPECT_EQ(ext.at("DelayedACKs"), 12);
+  EXPECT_EQ(ext.at("TCPBacklogCoalesce"), 345);
+  EXPECT_EQ(parse_snmp_tcp(text).at("OutSegs"), 99);
+  EXPECT_TRUE(parse_netstat_tcpext("Tcp: a\nTcp: 1\n").empty());
+  EXPECT_TRUE(parse_netstat_tcpext("TcpExt: a b\nTcpExt: 1\n").empty());  // a torn table
+}
+
 TEST(MeasureHost, SpreadIsMedianMinMaxAndMedianAbsoluteDeviation) {
   const Spread s = spread({3, 1, 100, 2, 4});
   EXPECT_EQ(s.n, 5U);
@@ -545,6 +561,8 @@ ConfigResult sample_result(Topology t) {
     f.cpu.cpus = 2;
     f.service_demand_us_per_kb = tput / 1000;
     f.client_out_segs = 1000;
+    f.server_tcpext["DelayedACKs"] = static_cast<std::int64_t>(tput / 100);  // 9, 10, 11
+    f.client_tcpext["TCPBacklogCoalesce"] = 400;
     f.activity.context_switches = static_cast<std::uint64_t>(tput / 10);  // 90, 100, 110
     f.activity.interrupts = true;
     f.activity.softirqs = true;
@@ -609,6 +627,19 @@ TEST(MeasureReport, MeasurementFileHasMediansSpreadAndPerSegmentCounts) {
   EXPECT_EQ(ps["counters"]["pskb_expand_head_calls"], 0.5);
   EXPECT_EQ(ps["devices"]["M/c0"]["xmit_ip_summed_none"], 1.0);
   EXPECT_EQ(j["trace"]["derived"]["forwarded_skbs"], 0);
+}
+
+TEST(MeasureReport, TcpExtCountersAreRecordedPerRunAndPerSegment) {
+  const nlohmann::ordered_json j =
+      measurement_json(sample_context(), sample_result(Topology::kDirect));
+  EXPECT_EQ(j["runs"][0]["tcp"]["server_tcpext"]["DelayedACKs"], 9);
+  EXPECT_EQ(j["runs"][2]["tcp"]["client_tcpext"]["TCPBacklogCoalesce"], 400);
+  const auto& ext = j["summary"]["tcpext"];
+  EXPECT_DOUBLE_EQ(ext["server"]["per_segment"]["DelayedACKs"]["median"].get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(ext["client"]["per_segment"]["TCPBacklogCoalesce"]["median"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(ext["client"]["per_s"]["TCPBacklogCoalesce"]["median"].get<double>(), 200.0);
+  // a counter no run has is left out, not written as zero
+  EXPECT_FALSE(ext["server"]["per_segment"].contains("TCPAutoCorking"));
 }
 
 TEST(MeasureReport, RunsAndSummaryHaveTheWakeupAndPlacementCounters) {
