@@ -41,6 +41,7 @@ struct PacketMeta {
   std::uint32_t ack = 0;
   std::uint32_t wnd = 0;        // advertised receive window (ACKs)
   std::uint32_t trace_seg = 0;  // data segment number, for --trace
+  std::uint32_t tsval = 0;      // the TCP timestamp option's value: the sender's clock, in ms
   std::uint16_t sport = 0;
   std::uint16_t dport = 0;
   std::uint8_t proto = 0;  // 6 TCP, 17 UDP

@@ -156,6 +156,7 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   // (tcp_transmit_skb); sending it cancels a pending delayed ACK (tcp_event_ack_sent).
   PacketMeta& m = meta(*c);
   m.ack = s.rcv_nxt;
+  m.tsval = static_cast<std::uint32_t>(net.engine().now() / (kPsPerSec / 1000));  // tcp_clock_ms
   m.wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
   s.last_adv_wnd = m.wnd;
   s.unacked_segs = 0;
@@ -607,6 +608,35 @@ void end_call(Net& net, TcpSock& s) {
   }
 }
 
+bool pure_ack(const PacketMeta& m) noexcept {
+  return (m.flags & kFlagAck) != 0 && (m.flags & kFlagData) == 0;
+}
+
+// 6.x tcp_add_backlog: an skb that continues the one at the backlog's tail, with the same flags
+// and the same TCP options, is merged into it (skb_try_coalesce; TcpExt TCPBacklogCoalesce). For
+// a stream's sender that is a pure ACK behind another sent in the same millisecond (the
+// timestamp option is then the same): the later ACK and window replace the earlier and the skb
+// is freed, so release_sock processes one ACK for both. (The model's data skbs carry their
+// sequence numbers and are not merged.)
+bool backlog_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
+  if (s.backlog.empty()) {
+    return false;
+  }
+  Skb& tail = s.backlog.back();
+  PacketMeta& t = meta(tail);
+  const PacketMeta& m = meta(skb);
+  if (!pure_ack(t) || !pure_ack(m) || t.end_seq != m.seq || t.tsval != m.tsval) {
+    return false;
+  }
+  net.charge(ctx, &skb, {.sym = Sym::kSkbTryCoalesce});
+  if (static_cast<std::int32_t>(m.ack - t.ack) >= 0) {
+    t.ack = m.ack;
+    t.wnd = m.wnd;
+  }
+  net.free_skb(ctx, skb);  // kfree_skb_partial
+  return true;
+}
+
 }  // namespace
 
 void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
@@ -624,6 +654,9 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   // this CPU runs one task at a time), or the softirq it raised runs inside it (end_call).
   if (s.in_bh || (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu())) {
     net.charge(ctx, &skb, {.sym = Sym::kSkAddBacklog});
+    if (!net.v2620() && backlog_coalesce(net, ctx, s, skb)) {
+      return;
+    }
     if (verified) {
       meta(skb).flags |= kFlagVerified;
     }
