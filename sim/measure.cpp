@@ -676,19 +676,22 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
     const auto ib = b.find(k);
     return ia == a.end() || ib == b.end() ? std::int64_t{0} : ib->second - ia->second;
   };
-  f.client_out_segs = delta(client0, client1, "OutSegs");
-  f.client_retrans_segs = delta(client0, client1, "RetransSegs");
-  f.server_in_segs = delta(server0, server1, "InSegs");
-  f.server_out_segs = delta(server0, server1, "OutSegs");
-  for (const char* name : measure::kRecordedTcpExt) {
-    const std::string key = std::string(measure::kTcpExtPrefix) + name;
-    if (client0.count(key) != 0 && client1.count(key) != 0) {
-      f.client_tcpext[name] = delta(client0, client1, key.c_str());
+  f.client_out_segs = delta(client0.tcp, client1.tcp, "OutSegs");
+  f.client_retrans_segs = delta(client0.tcp, client1.tcp, "RetransSegs");
+  f.server_in_segs = delta(server0.tcp, server1.tcp, "InSegs");
+  f.server_out_segs = delta(server0.tcp, server1.tcp, "OutSegs");
+  // The recorded TcpExt counters that both snapshots have.
+  const auto ext_deltas = [&delta](const measure::TcpCounters& a, const measure::TcpCounters& b) {
+    std::map<std::string, std::int64_t> out;
+    for (const char* name : measure::kRecordedTcpExt) {
+      if (a.ext.count(name) != 0 && b.ext.count(name) != 0) {
+        out[name] = delta(a.ext, b.ext, name);
+      }
     }
-    if (server0.count(key) != 0 && server1.count(key) != 0) {
-      f.server_tcpext[name] = delta(server0, server1, key.c_str());
-    }
-  }
+    return out;
+  };
+  f.client_tcpext = ext_deltas(client0, client1);
+  f.server_tcpext = ext_deltas(server0, server1);
   return f;
 }
 

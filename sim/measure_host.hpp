@@ -18,7 +18,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace skbsim::sim::measure {
@@ -107,12 +106,17 @@ std::map<std::string, std::int64_t> parse_snmp_tcp(const std::string& text);
 // TCPOFOQueue...); empty when there is none (the counters are context, not required).
 std::map<std::string, std::int64_t> parse_netstat_tcpext(const std::string& text);
 
+// A namespace's TCP counters at one moment: /proc/net/snmp's Tcp, /proc/net/netstat's TcpExt.
+struct TcpCounters {
+  std::map<std::string, std::int64_t> tcp;
+  std::map<std::string, std::int64_t> ext;
+};
+
 // The TcpExt counters a run records per namespace: how the receiver ACKed (DelayedACKs,
 // TCPAckCompressed), how skbs were merged on the way in (TCPBacklogCoalesce in the socket's
 // backlog, TCPRcvCoalesce in the receive queue), reordering and its duplicate-data reports
 // (TCPOFOQueue, DelayedACKLost, TCPDSACKOldSent), the sender's corking (TCPAutoCorking) and the
 // fast path's pure ACKs and data (TCPHPAcks, TCPPureAcks, TCPHPHits).
-inline constexpr std::string_view kTcpExtPrefix = "TcpExt.";
 inline constexpr const char* kRecordedTcpExt[] = {
     "DelayedACKs",        "TCPAckCompressed", "TCPBacklogCoalesce", "TCPRcvCoalesce",
     "TCPOFOQueue",        "DelayedACKLost",   "TCPDSACKOldSent",    "TCPAutoCorking",

@@ -465,16 +465,12 @@ std::string Lab::sysctl(Role r, const std::string& name) {
   return v;
 }
 
-std::map<std::string, std::int64_t> Lab::tcp_counters(Role r) {
+TcpCounters Lab::tcp_counters(Role r) {
   std::vector<std::string> argv = in(r);
   const std::string cat = find_program("cat");
   argv.insert(argv.end(), {cat.empty() ? "/bin/cat" : cat, "/proc/net/snmp", "/proc/net/netstat"});
   const std::string text = run_checked(argv, scratch_).out;
-  std::map<std::string, std::int64_t> out = parse_snmp_tcp(text);
-  for (const auto& [name, value] : parse_netstat_tcpext(text)) {
-    out[std::string(kTcpExtPrefix) + name] = value;
-  }
-  return out;
+  return {parse_snmp_tcp(text), parse_netstat_tcpext(text)};
 }
 
 void Lab::destroy() noexcept {

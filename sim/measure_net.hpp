@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/measure_host.hpp"
 #include "sim/measure_process.hpp"
 
 namespace skbsim::sim::measure {
@@ -121,9 +122,8 @@ class Lab {
   double wait_until_connected();
   // sysctl -n NAME inside the namespace of `r`; "" when the key does not exist there.
   std::string sysctl(Role r, const std::string& name);
-  // /proc/net/snmp's Tcp counters and /proc/net/netstat's TcpExt ones (named kTcpExtPrefix +
-  // name) inside the role's namespace.
-  std::map<std::string, std::int64_t> tcp_counters(Role r);
+  // /proc/net/snmp's Tcp counters and /proc/net/netstat's TcpExt ones inside the role's namespace.
+  TcpCounters tcp_counters(Role r);
 
  private:
   void build();
