@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/kernel_groups.hpp"
 #include "sim/run.hpp"
 
 namespace skbsim::sim {
@@ -33,6 +34,18 @@ void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out)
   add("remote_cpu_util_pct", ref.remote_cpu_util_pct, remote, &HostResult::cpu_util_pct);
   add("remote_service_demand_us_per_kb", ref.remote_service_demand_us_per_kb, remote,
       &HostResult::service_demand_us_per_kb);
+  // A kernel profile's groups, µs/KB on the local host. A group the kernel spent nothing in has
+  // no relative error and is left out.
+  if (ref.profile_groups && local != nullptr) {
+    const std::map<std::string, double> model = group_us_per_kb(*local);
+    for (const auto& [group, measured] : ref.profile_groups->us_per_kb) {
+      if (measured > 0) {
+        const auto it = model.find(group);
+        out.push_back({sc.name, std::string(kProfileFigurePrefix) + group, measured,
+                       it == model.end() ? 0.0 : it->second});
+      }
+    }
+  }
 }
 
 std::vector<double> residual_vector(const std::vector<Residual>& rs) {

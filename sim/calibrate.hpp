@@ -2,13 +2,15 @@
 // calibrate.hpp — fitting a cost preset's named parameters to measured references.
 //
 // The residuals are the relative errors (predicted - measured) / measured of every CPU figure the
-// scenarios' reference blocks hold (local and remote utilisation and service demand); throughput
+// scenarios' reference blocks hold (local and remote utilisation and service demand, and the local
+// host's µs/KB in each kernel-profile group of reference.profile_groups); throughput
 // is an input of those scenarios (their stated bottleneck), not a residual. The fit is bounded
 // least squares: Levenberg-Marquardt on the logarithm of each parameter (so it stays positive)
 // with a finite-difference Jacobian, clamped to the physical bounds CostPreset::bounds() gives.
 // Deterministic: the same inputs give the same preset, which is what lets CI re-run the fit.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +19,9 @@
 #include "sim/scenario.hpp"
 
 namespace skbsim::sim {
+
+// A kernel-profile group's µs/KB as a fitted figure: "profile:ip" (reference.profile_groups).
+inline constexpr std::string_view kProfileFigurePrefix = "profile:";
 
 struct Residual {
   std::string scenario;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <boost/program_options.hpp>
@@ -16,6 +17,7 @@
 #include "sim/calibrate.hpp"
 #include "sim/cli_args.hpp"
 #include "sim/input_error.hpp"
+#include "sim/kernel_groups.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/plot.hpp"
 #include "sim/report.hpp"
@@ -273,6 +275,41 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
   }
 }
 
+// reference.profile_groups: the model's µs/KB in each kernel-profile group it has symbols in,
+// against the kernel profile's, within the block's tolerance; a group under 0.02 us/KB (a few
+// dozen samples in a traced run) is compared absolutely, within 0.01 us/KB. The groups the model
+// has no symbol in (time it does not model: irqs-off stretches, lock spinning, ...) are listed in
+// one row, unjudged.
+void profile_group_checks(const Scenario& sc, const RunResult& r, std::vector<Check>& checks) {
+  const Reference& ref = *sc.reference;
+  const HostResult* h = local_host(sc, r);
+  if (!ref.profile_groups || h == nullptr) {
+    return;
+  }
+  const auto model = group_us_per_kb(*h);
+  double unmodelled = 0;
+  for (const auto& [group, measured] : ref.profile_groups->us_per_kb) {
+    if (!model_has_group(group)) {
+      unmodelled += measured;
+      continue;
+    }
+    const auto it = model.find(group);
+    const double predicted = it == model.end() ? 0.0 : it->second;
+    const bool relative = measured >= 0.02;
+    const double diff = predicted - measured;
+    const bool ok = relative
+                        ? std::abs(diff) <= ref.profile_groups->tolerance_pct / 100.0 * measured
+                        : std::abs(diff) <= 0.01;
+    checks.push_back({sc.name, "profile us/KB " + group, fixed(measured, 3), fixed(predicted, 3),
+                      relative ? (diff >= 0 ? "+" : "") + fixed(100.0 * diff / measured, 1) + "%"
+                               : (diff >= 0 ? " +" : " ") + fixed(diff, 3),
+                      ok});
+  }
+  if (unmodelled > 0) {
+    checks.push_back({sc.name, "profile us/KB not modelled", fixed(unmodelled, 3), "-", "", true});
+  }
+}
+
 }  // namespace
 
 int run_validate(const std::vector<std::string>& args) {
@@ -358,6 +395,7 @@ int run_validate(const std::vector<std::string>& args) {
     }
     profile_checks(sc, r, checks);
     per_segment_checks(sc, r, checks);
+    profile_group_checks(sc, r, checks);
   }
   if (stderr_is_terminal() && done > 0) {
     std::cerr << "\r\033[K" << std::flush;
@@ -410,10 +448,12 @@ int run_calibrate(const std::vector<std::string>& args) {
       "preset,p", po::value<std::string>(), "the starting preset")(
       "free", po::value<std::vector<std::string>>()->multitoken(),
       "parameters to fit: call_scale, copy_bytes_per_ns, csum_bytes_per_ns, "
-      "fused_bytes_per_ns, page_ref_cycles, cycles:<symbol> (default: call_scale)")(
+      "fused_bytes_per_ns, page_ref_cycles, cycles:<symbol>, group_scale:<group> (default: "
+      "call_scale)")(
       "figure", po::value<std::vector<std::string>>()->multitoken(),
       "the reference figures to fit: cpu_util_pct, service_demand_us_per_kb, "
-      "remote_cpu_util_pct, remote_service_demand_us_per_kb (default: all a reference has)")(
+      "remote_cpu_util_pct, remote_service_demand_us_per_kb (default: all of these a reference "
+      "has), profile:<group> (a group's us/KB in reference.profile_groups; only when named)")(
       "out,o", po::value<std::string>(), "where to write the fitted preset (default: print it)")(
       "no-loo", "skip the leave-one-out table");
   po::variables_map vm;
@@ -451,17 +491,28 @@ int run_calibrate(const std::vector<std::string>& args) {
     }
     // --figure: the figures left out are dropped from every reference before the fit (a
     // CPU-bound measurement's utilisation says how many CPUs the pipeline kept busy, not what a
-    // byte costs; its service demand does).
+    // byte costs; its service demand does). A kernel profile's groups are fitted only when named.
     const std::vector<std::string> all_figures = {"cpu_util_pct", "service_demand_us_per_kb",
                                                   "remote_cpu_util_pct",
                                                   "remote_service_demand_us_per_kb"};
     const std::vector<std::string> figures = vm.count("figure") != 0
                                                  ? vm["figure"].as<std::vector<std::string>>()
                                                  : all_figures;
+    std::set<std::string> profile_figures;
     for (const std::string& fig : figures) {
-      if (std::find(all_figures.begin(), all_figures.end(), fig) == all_figures.end()) {
+      if (fig.rfind(kProfileFigurePrefix, 0) == 0) {
+        const std::string group = fig.substr(kProfileFigurePrefix.size());
+        if (!is_busy_group(group) || !model_has_group(group)) {
+          throw InputError("--figure", "",
+                           "expected profile:<group> with a kernel-profile group the model has "
+                           "symbols in (docs/measure.md, \"The kernel profile\"), got \"" +
+                               fig + "\"");
+        }
+        profile_figures.insert(group);
+      } else if (std::find(all_figures.begin(), all_figures.end(), fig) == all_figures.end()) {
         throw InputError("--figure", "", "expected one of cpu_util_pct, service_demand_us_per_kb, "
-                         "remote_cpu_util_pct, remote_service_demand_us_per_kb, got \"" + fig + "\"");
+                         "remote_cpu_util_pct, remote_service_demand_us_per_kb, profile:<group>, "
+                         "got \"" + fig + "\"");
       }
     }
     auto keep = [&figures](std::optional<double>& v, const char* name) {
@@ -479,10 +530,19 @@ int run_calibrate(const std::vector<std::string>& args) {
         keep(r.service_demand_us_per_kb, "service_demand_us_per_kb");
         keep(r.remote_cpu_util_pct, "remote_cpu_util_pct");
         keep(r.remote_service_demand_us_per_kb, "remote_service_demand_us_per_kb");
+        if (r.profile_groups) {
+          std::erase_if(r.profile_groups->us_per_kb, [&profile_figures](const auto& g) {
+            return !profile_figures.contains(g.first);
+          });
+          if (r.profile_groups->us_per_kb.empty()) {
+            r.profile_groups.reset();
+          }
+        }
       }
       if (sc.reference && (sc.reference->cpu_util_pct || sc.reference->service_demand_us_per_kb ||
                            sc.reference->remote_cpu_util_pct ||
-                           sc.reference->remote_service_demand_us_per_kb)) {
+                           sc.reference->remote_service_demand_us_per_kb ||
+                           sc.reference->profile_groups)) {
         scenarios.push_back(std::move(sc));
       }
     }
@@ -502,16 +562,16 @@ int run_calibrate(const std::vector<std::string>& args) {
               << std::setw(9) << "error\n";
     for (const Residual& r : f.residuals) {
       std::cout << std::left << std::setw(38) << r.scenario << std::setw(26) << r.figure
-                << std::right << std::setw(10) << fixed(r.measured, 2) << std::setw(11)
-                << fixed(r.predicted, 2) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
+                << std::right << std::setw(10) << fixed(r.measured, 3) << std::setw(11)
+                << fixed(r.predicted, 3) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
     }
     if (vm.count("no-loo") == 0 && scenarios.size() > 1) {
       std::cout << "\nLeave-one-out (each scenario predicted by a fit of the others):\n";
       for (const LeaveOneOut& l : leave_one_out(scenarios, start, free)) {
         for (const Residual& r : l.predicted) {
           std::cout << std::left << std::setw(38) << r.scenario << std::setw(26) << r.figure
-                    << std::right << std::setw(10) << fixed(r.measured, 2) << std::setw(11)
-                    << fixed(r.predicted, 2) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
+                    << std::right << std::setw(10) << fixed(r.measured, 3) << std::setw(11)
+                    << fixed(r.predicted, 3) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
         }
       }
     }

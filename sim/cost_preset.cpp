@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "sim/json_reader.hpp"
+#include "sim/kernel_groups.hpp"
 
 namespace skbsim::sim {
 namespace {
@@ -16,6 +17,11 @@ double valued(const JsonReader& r, double lo, double hi) {
 }
 
 constexpr std::string_view kCyclesPrefix = "cycles:";
+constexpr std::string_view kGroupPrefix = "group_scale:";
+
+// A group a preset may scale: one the model has symbols in (scaling an empty group would be a
+// parameter that moves nothing).
+bool scalable_group(std::string_view g) { return is_busy_group(g) && model_has_group(g); }
 
 }  // namespace
 
@@ -41,8 +47,22 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   p.fused_ = valued(cpu.child("fused_bytes_per_ns"), 0.05, 50);
   p.page_ref_cycles_ = valued(cpu.child("page_ref_cycles"), 0, 10000);
   const JsonReader calls = root.child("calls");
-  calls.reject_unknown_keys({"scale", "default_cycles", "symbols"});
+  calls.reject_unknown_keys({"scale", "group_scales", "default_cycles", "symbols"});
   p.call_scale_ = valued(calls.child("scale"), 0.05, 20);
+  if (const auto gs = calls.optional_child("group_scales")) {
+    if (!gs->node().is_object()) {
+      gs->fail("expected an object of kernel-profile group -> {value, source}, got " +
+               gs->node().dump());
+    }
+    for (auto it = gs->node().begin(); it != gs->node().end(); ++it) {
+      if (!scalable_group(it.key())) {
+        gs->child(it.key()).fail(
+            "expected a kernel-profile group the model has symbols in (docs/measure.md, \"The "
+            "kernel profile\"), got \"" + it.key() + "\"");
+      }
+      p.group_scales_[it.key()] = valued(gs->child(it.key()), 0.05, 20);
+    }
+  }
   p.default_cycles_ = valued(calls.child("default_cycles"), 0, 1e6);
   const JsonReader syms = calls.child("symbols");
   if (!syms.node().is_object()) {
@@ -67,7 +87,9 @@ CostModel CostPreset::model() const {
   for (std::size_t i = 0; i < kSymCount; ++i) {
     auto it = cycles_.find(static_cast<Sym>(i));
     const double cycles = it != cycles_.end() ? it->second : default_cycles_;
-    m.call_ps[i] = std::llround(cycles * call_scale_ * ps_per_cycle);
+    const auto g = group_scales_.find(std::string(kernel_group(static_cast<Sym>(i))));
+    const double group = g != group_scales_.end() ? g->second : 1.0;
+    m.call_ps[i] = std::llround(cycles * call_scale_ * group * ps_per_cycle);
   }
   m.copy_fs_per_byte = std::llround(1e6 / copy_);
   m.csum_fs_per_byte = std::llround(1e6 / csum_);
@@ -79,6 +101,9 @@ CostModel CostPreset::model() const {
 bool CostPreset::has_param(const std::string& param) const {
   if (param.rfind(kCyclesPrefix, 0) == 0) {
     return symbol_from_name(param.substr(kCyclesPrefix.size())).has_value();
+  }
+  if (param.rfind(kGroupPrefix, 0) == 0) {
+    return scalable_group(param.substr(kGroupPrefix.size()));
   }
   return param == "call_scale" || param == "copy_bytes_per_ns" || param == "csum_bytes_per_ns" ||
          param == "fused_bytes_per_ns" || param == "page_ref_cycles";
@@ -99,6 +124,10 @@ double CostPreset::get(const std::string& param) const {
   }
   if (param == "page_ref_cycles") {
     return page_ref_cycles_;
+  }
+  if (param.rfind(kGroupPrefix, 0) == 0) {
+    const auto it = group_scales_.find(param.substr(kGroupPrefix.size()));
+    return it != group_scales_.end() ? it->second : 1.0;
   }
   const Sym s = *symbol_from_name(param.substr(kCyclesPrefix.size()));
   auto it = cycles_.find(s);
@@ -124,6 +153,15 @@ void CostPreset::set(const std::string& param, double v) {
   } else if (param == "page_ref_cycles") {
     page_ref_cycles_ = v;
     put("cpu", "page_ref_cycles", v);
+  } else if (param.rfind(kGroupPrefix, 0) == 0) {
+    const std::string group = param.substr(kGroupPrefix.size());
+    group_scales_[group] = v;
+    auto& g = doc_["calls"]["group_scales"][group];
+    g["value"] = v;
+    if (!g.contains("source")) {
+      g["source"] = "fitted by skbsim calibrate: multiplies the cycles of the model's symbols in "
+                    "the kernel-profile group \"" + group + "\"";
+    }
   } else {
     const std::string name = param.substr(kCyclesPrefix.size());
     cycles_[*symbol_from_name(name)] = v;
@@ -136,7 +174,7 @@ void CostPreset::set(const std::string& param, double v) {
 }
 
 ParamBounds CostPreset::bounds(const std::string& param) const {
-  if (param == "call_scale") {
+  if (param == "call_scale" || param.rfind(kGroupPrefix, 0) == 0) {
     return {0.05, 20};
   }
   if (param.find("bytes_per_ns") != std::string::npos) {

@@ -10,6 +10,9 @@
 //   fused_bytes_per_ns  csum_partial_copy_generic rate
 //   page_ref_cycles     one inline get_page/put_page
 //   cycles:<symbol>     one symbol's cycles per call
+//   group_scale:<group> multiplies the cycles of every symbol in one kernel-profile group
+//                       (sim/kernel_groups.hpp: "ip", "device", ...), on top of call_scale; what a
+//                       fit to a kernel profile's group shares frees (docs/measure.md)
 
 #include <map>
 #include <string>
@@ -39,7 +42,7 @@ class CostPreset {
   void set(const std::string& param, double value);
   bool has_param(const std::string& param) const;
   // Physical bounds: no negative cost; byte rates between 0.05 and 50 bytes/ns (a few hundred
-  // MB/s to what a 2020s core's L1 sustains); call_scale 0.05..20.
+  // MB/s to what a 2020s core's L1 sustains); call_scale and group scales 0.05..20.
   ParamBounds bounds(const std::string& param) const;
 
   // The document as read, with every set() value written back in place (sources kept), plus the
@@ -52,6 +55,7 @@ class CostPreset {
   double call_scale_ = 1;
   double default_cycles_ = 100;
   std::map<Sym, double> cycles_;
+  std::map<std::string, double> group_scales_;  // absent = 1
   double copy_ = 1;
   double csum_ = 1;
   double fused_ = 1;

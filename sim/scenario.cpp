@@ -11,6 +11,8 @@
 #include "sim/devices.hpp"
 #include "sim/features.hpp"
 #include "sim/json_reader.hpp"
+#include "sim/kernel_groups.hpp"
+#include "sim/measure_profile.hpp"
 #include "skbsim/symbols.hpp"
 
 namespace skbsim::sim {
@@ -1161,6 +1163,35 @@ class Validator {
     return ps;
   }
 
+  ProfileGroupsReference read_profile_groups(const JsonReader& r) {
+    reject_unknown(r, scenario_keys::kProfileGroups);
+    ProfileGroupsReference pg;
+    pg.source = nonempty_string(r.child("source"), "source");
+    pg.tolerance_pct = r.number_or("tolerance_pct", 0, 100, 25);
+    pg.busy_samples = r.child("busy_samples").uint_in(1, std::numeric_limits<std::uint64_t>::max());
+    const JsonReader g = r.child("us_per_kb");
+    if (!g.node().is_object()) {
+      g.fail("expected an object of kernel-profile group -> us/KB, got " + shown(g.node()));
+    }
+    if (g.node().empty()) {
+      g.fail("expected at least one kernel-profile group -> us/KB, got {}");
+    }
+    for (auto it = g.node().begin(); it != g.node().end(); ++it) {
+      if (!is_busy_group(it.key())) {
+        std::vector<std::string> names;
+        for (const auto& pgroup : measure::profile_groups()) {
+          if (is_busy_group(pgroup.name)) {
+            names.emplace_back(pgroup.name);
+          }
+        }
+        g.child(it.key()).fail("expected a kernel-profile group (" + joined(names) + "), got " +
+                               json_quote(it.key()) + did_you_mean(it.key(), names));
+      }
+      pg.us_per_kb[it.key()] = g.child(it.key()).number_in(0, 1e6);
+    }
+    return pg;
+  }
+
   Reference read_reference(const JsonReader& r) {
     reject_unknown(r, scenario_keys::kReference);
     Reference ref;
@@ -1175,14 +1206,20 @@ class Validator {
     if (auto ps = r.optional_child("per_segment")) {
       ref.per_segment = read_per_segment(*ps);
     }
-    if (ref.figures().empty() && ref.profile_top.empty() && ref.profile_absent.empty()) {
+    if (auto pg = r.optional_child("profile_groups")) {
+      ref.profile_groups = read_profile_groups(*pg);
+    }
+    if (ref.figures().empty() && ref.profile_top.empty() && ref.profile_absent.empty() &&
+        !ref.profile_groups) {
       r.fail(
           "expected at least one figure (throughput_mbps, cpu_util_pct, "
           "service_demand_us_per_kb, remote_cpu_util_pct, remote_service_demand_us_per_kb, "
-          "profile_top, profile_absent), got none");
+          "profile_top, profile_absent, profile_groups), got none");
     }
     ref.host = host_for(
-        r, "host", {"cpu_util_pct", "service_demand_us_per_kb", "profile_top", "profile_absent"});
+        r, "host",
+        {"cpu_util_pct", "service_demand_us_per_kb", "profile_top", "profile_absent",
+         "profile_groups"});
     ref.remote_host =
         host_for(r, "remote_host", {"remote_cpu_util_pct", "remote_service_demand_us_per_kb"});
     if (!ref.host.empty() && ref.host == ref.remote_host) {

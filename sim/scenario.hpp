@@ -48,6 +48,17 @@ struct PerSegmentReference {
   std::map<std::string, std::map<std::string, double>> devices;  // device -> "xmit_skbs" -> ...
 };
 
+// reference.profile_groups: where a real kernel's busy time went, by kernel-profile group (the
+// bpftrace profile of `skbsim measure`, docs/measure.md "The kernel profile"), in µs per KB of
+// goodput: each group's CPU-weighted share of the busy samples times the measured service demand.
+// The model's symbols fall in the same groups (sim/kernel_groups.hpp).
+struct ProfileGroupsReference {
+  std::string source;
+  double tolerance_pct = 25;
+  std::uint64_t busy_samples = 0;  // what the shares are of (their precision)
+  std::map<std::string, double> us_per_kb;  // "ip" -> 0.087
+};
+
 // The measurement a scenario reproduces (for the report's comparison and `skbsim calibrate`).
 struct Reference {
   std::string source;  // where the figures come from (a mail, a paper, a run)
@@ -63,6 +74,7 @@ struct Reference {
   std::uint32_t profile_top_n = 5;
   std::vector<std::string> profile_absent;  // kernel symbols expected not to run at all on `host`
   std::optional<PerSegmentReference> per_segment;
+  std::optional<ProfileGroupsReference> profile_groups;
 
   // The numeric figures present, in the order above.
   std::vector<ReferenceFigure> figures() const;
@@ -116,12 +128,14 @@ inline constexpr std::array<std::string_view, 17> kFlow = {
     "recv_size", "count", "expect", "comment"};
 inline constexpr std::array<std::string_view, 3> kPatches = {"skip_cow_from", "netfilter",
                                                              "comment"};
-inline constexpr std::array<std::string_view, 14> kReference = {
+inline constexpr std::array<std::string_view, 15> kReference = {
     "source",          "tolerance_pct",       "host",
     "throughput_mbps", "cpu_util_pct",        "service_demand_us_per_kb",
     "remote_host",     "remote_cpu_util_pct", "remote_service_demand_us_per_kb",
     "profile_top",     "profile_top_n",       "profile_absent",
-    "per_segment",     "comment"};
+    "per_segment",     "profile_groups",      "comment"};
+inline constexpr std::array<std::string_view, 5> kProfileGroups = {
+    "source", "tolerance_pct", "busy_samples", "us_per_kb", "comment"};
 inline constexpr std::array<std::string_view, 6> kPerSegment = {
     "source", "tolerance_pct", "segments", "counters", "devices", "comment"};
 }  // namespace scenario_keys

@@ -582,6 +582,43 @@ TEST(ScenarioJson, PerSegmentReferenceFromTracepoints) {
   EXPECT_EQ(from_json_error(doc).substr(0, 42), "t.json: /reference/per_segment/segments: e");
 }
 
+TEST(ScenarioJson, ProfileGroupsReferenceFromAKernelProfile) {
+  json doc = minimal_6x();
+  doc["reference"] = json::parse(R"({"source": "s", "tolerance_pct": 20, "host": "A",
+    "profile_groups": {"source": "bpftrace", "busy_samples": 1733,
+                       "us_per_kb": {"ip": 0.087, "irqs_off_deferred": 0.85, "user": 0}}})");
+  const Scenario s = from_json(doc);
+  ASSERT_TRUE(s.reference->profile_groups.has_value());
+  const ProfileGroupsReference& pg = *s.reference->profile_groups;
+  EXPECT_EQ(pg.tolerance_pct, 25);
+  EXPECT_EQ(pg.busy_samples, 1733U);
+  EXPECT_EQ(pg.us_per_kb.at("ip"), 0.087);
+  EXPECT_EQ(pg.us_per_kb.at("user"), 0);
+  EXPECT_EQ(s.reference->host, "A");
+
+  doc["reference"]["profile_groups"]["us_per_kb"]["idle"] = 1;
+  EXPECT_EQ(from_json_error(doc).substr(0, 81),
+            "t.json: /reference/profile_groups/us_per_kb/idle: expected a kernel-profile group");
+  doc["reference"]["profile_groups"]["us_per_kb"].erase("idle");
+  doc["reference"]["profile_groups"]["us_per_kb"]["devic"] = 1;
+  EXPECT_NE(from_json_error(doc).find("(did you mean \"device\"?)"), std::string::npos);
+  doc["reference"]["profile_groups"]["us_per_kb"].erase("devic");
+  doc["reference"]["profile_groups"]["us_per_kb"]["ip"] = -0.1;
+  EXPECT_EQ(from_json_error(doc).substr(0, 47), "t.json: /reference/profile_groups/us_per_kb/ip:");
+  doc["reference"]["profile_groups"]["us_per_kb"] = json::object();
+  EXPECT_EQ(from_json_error(doc),
+            "t.json: /reference/profile_groups/us_per_kb: expected at least one kernel-profile "
+            "group -> us/KB, got {}");
+  doc["reference"]["profile_groups"]["us_per_kb"]["ip"] = 0.1;
+  doc["reference"]["profile_groups"].erase("busy_samples");
+  EXPECT_NE(from_json_error(doc).find("/reference/profile_groups"), std::string::npos);
+  doc["reference"]["profile_groups"]["busy_samples"] = 10;
+  doc["reference"].erase("host");
+  EXPECT_EQ(from_json_error(doc),
+            "t.json: /reference/host: expected key \"host\" (the host profile_groups is for), "
+            "got nothing");
+}
+
 // ---- the schema document ------------------------------------------------------------------------
 
 template <std::size_t N>
@@ -614,6 +651,7 @@ TEST(ScenarioSchema, ListsTheKeysTheReaderAccepts) {
   EXPECT_EQ(schema_keys(defs.at("patches")), key_set(scenario_keys::kPatches));
   EXPECT_EQ(schema_keys(defs.at("reference")), key_set(scenario_keys::kReference));
   EXPECT_EQ(schema_keys(defs.at("per_segment")), key_set(scenario_keys::kPerSegment));
+  EXPECT_EQ(schema_keys(defs.at("profile_groups")), key_set(scenario_keys::kProfileGroups));
 }
 
 }  // namespace

@@ -1,0 +1,180 @@
+// Cost presets by kernel-profile group (sim/cost_preset.cpp, sim/kernel_groups.cpp) and the fit of
+// a group's scale to a kernel profile's share (sim/calibrate.cpp, figures "profile:<group>").
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/calibrate.hpp"
+#include "sim/cost_preset.hpp"
+#include "sim/input_error.hpp"
+#include "sim/kernel_groups.hpp"
+#include "sim/run.hpp"
+#include "sim/scenario.hpp"
+
+namespace skbsim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModels = std::string(SKBSIM_SOURCE_DIR) + "/scenarios/models/";
+
+CostPreset modern() { return CostPreset::load(kModels + "modern-2core.json", "modern-2core.json"); }
+
+// A committed measured scenario, shortened, with `preset`'s costs.
+Scenario measured(const std::string& name, const CostPreset& preset, double duration_s) {
+  Scenario sc = load_scenario(std::string(SKBSIM_SOURCE_DIR) + "/scenarios/measured/vm-2core/" +
+                              name + ".json");
+  sc.spec.duration_s = duration_s;
+  sc.spec.warmup_s = 0.01;
+  sc.spec.cost = preset.model();
+  return sc;
+}
+
+const HostResult& host_m(const RunResult& r) {
+  for (const HostResult& h : r.hosts) {
+    if (h.name == "M") {
+      return h;
+    }
+  }
+  ADD_FAILURE() << "no host M";
+  return r.hosts.front();
+}
+
+// The model's symbols are sorted by the same rules as the kernel's samples
+// (measure::profile_group on the name), so each lands where perf would put its kernel function.
+TEST(KernelGroups, ModelSymbolsFallInTheKernelProfilesGroups) {
+  EXPECT_EQ(kernel_group(Sym::kIpRcv), "ip");
+  EXPECT_EQ(kernel_group(Sym::kVethXmit), "device");
+  EXPECT_EQ(kernel_group(Sym::kSkbSegment), "device");
+  EXPECT_EQ(kernel_group(Sym::kSkbCopyDatagramIovec), "user_copy");
+  EXPECT_EQ(kernel_group(Sym::kCsumPartialCopyGeneric), "checksum");
+  EXPECT_EQ(kernel_group(Sym::kTcpV4Rcv), "tcp");
+  EXPECT_EQ(kernel_group(Sym::kKmemCacheAlloc), "alloc_free");
+  EXPECT_TRUE(model_has_group("ip"));
+  EXPECT_FALSE(model_has_group("irqs_off_deferred"));  // time the model does not have
+  EXPECT_TRUE(is_busy_group("irqs_off_deferred"));
+  EXPECT_FALSE(is_busy_group("idle"));
+  EXPECT_FALSE(is_busy_group("tracing"));
+  EXPECT_FALSE(is_busy_group("ipp"));
+}
+
+// A group's µs/KB is its share of the host's busy time times the service demand, so the groups
+// add up to the service demand (up to the work of tasks that straddle the window's edges).
+TEST(KernelGroups, GroupTimesAddUpToTheServiceDemand) {
+  const Scenario sc = measured("forward-off-unlimited", modern(), 0.02);
+  const RunResult r = run_scenario(sc.spec);
+  const HostResult& h = host_m(r);
+  const auto groups = group_us_per_kb(h);
+  double sum = 0;
+  for (const auto& [g, us] : groups) {
+    EXPECT_TRUE(model_has_group(g)) << g;
+    sum += us;
+  }
+  EXPECT_NEAR(sum, h.service_demand_us_per_kb, 0.02 * h.service_demand_us_per_kb);
+  EXPECT_GT(groups.at("ip"), 0);
+  EXPECT_GT(groups.at("checksum"), 0);  // offloads off: software checksums
+}
+
+// group_scale:<group> multiplies the cycles of exactly the symbols in that group.
+TEST(CostPresetGroups, AGroupScaleMultipliesOnlyItsGroupsSymbols) {
+  CostPreset p = modern();
+  const CostModel before = p.model();
+  EXPECT_TRUE(p.has_param("group_scale:ip"));
+  EXPECT_FALSE(p.has_param("group_scale:irqs_off_deferred"));  // no symbol to scale
+  EXPECT_FALSE(p.has_param("group_scale:idle"));
+  EXPECT_EQ(p.get("group_scale:ip"), 1.0);
+  p.set("group_scale:ip", 0.5);
+  const CostModel after = p.model();
+  int scaled = 0;
+  for (std::size_t i = 0; i < kSymCount; ++i) {
+    const Sym s = static_cast<Sym>(i);
+    const double expect = kernel_group(s) == "ip" ? 0.5 : 1.0;
+    EXPECT_NEAR(static_cast<double>(after.call_ps[i]),
+                expect * static_cast<double>(before.call_ps[i]), 1.0)
+        << symbol_name(s);
+    scaled += kernel_group(s) == "ip" && before.call_ps[i] > 0 ? 1 : 0;
+  }
+  EXPECT_GE(scaled, 5);  // ip_rcv, ip_rcv_finish, ip_forward, ip_route_input, ip_output, ...
+  EXPECT_EQ(after.copy_fs_per_byte, before.copy_fs_per_byte);  // bytes are the rates' business
+}
+
+TEST(CostPresetGroups, AGroupScaleIsWrittenWithItsSourceAndReadBack) {
+  CostPreset p = modern();
+  p.set("group_scale:device", 0.25);
+  const nlohmann::ordered_json doc = p.to_json(nlohmann::ordered_json::object());
+  EXPECT_EQ(doc["calls"]["group_scales"]["device"]["value"], 0.25);
+  EXPECT_NE(doc["calls"]["group_scales"]["device"]["source"].get<std::string>().find("device"),
+            std::string::npos);
+  const fs::path file = fs::temp_directory_path() / "skbsim-group-scale-test.json";
+  std::ofstream(file) << doc.dump(2);
+  const CostPreset back = CostPreset::load(file.string(), "p.json");
+  EXPECT_EQ(back.get("group_scale:device"), 0.25);
+  EXPECT_EQ(back.get("group_scale:ip"), 1.0);
+  fs::remove(file);
+}
+
+TEST(CostPresetGroups, AGroupTheModelDoesNotHaveIsAnErrorNamingItsPath) {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  const fs::path file = fs::temp_directory_path() / "skbsim-group-scale-bad.json";
+  for (const char* group : {"locking", "idle", "ipp"}) {
+    doc["calls"]["group_scales"] = {{group, {{"value", 0.5}, {"source", "s"}}}};
+    std::ofstream(file) << doc.dump(2);
+    try {
+      (void)CostPreset::load(file.string(), "p.json");
+      ADD_FAILURE() << group << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(std::string("p.json: /calls/group_scales/") + group +
+                                                ": expected a kernel-profile group the model has "
+                                                "symbols in",
+                                            0),
+                0U)
+          << e.what();
+    }
+  }
+  doc["calls"]["group_scales"] = {{"ip", {{"value", 0}, {"source", "s"}}}};
+  std::ofstream(file) << doc.dump(2);
+  EXPECT_THROW((void)CostPreset::load(file.string(), "p.json"), InputError);  // below 0.05
+  fs::remove(file);
+}
+
+// The fit recovers a group scale from the group's µs/KB: references made by the model itself
+// with the ip group at half its cycles, fitted from 1.0 with call_scale free as well (the
+// service demand alone cannot tell the two apart; the profile's ip share can).
+TEST(CalibrationGroups, AGroupScaleIsRecoveredFromItsProfileShare) {
+  CostPreset truth = modern();
+  truth.set("group_scale:ip", 0.5);
+  truth.set("call_scale", 1.3);
+  std::vector<Scenario> scenarios;
+  for (const char* name : {"direct-off-unlimited", "forward-off-unlimited"}) {
+    Scenario sc = measured(name, truth, 0.02);
+    const RunResult r = run_scenario(sc.spec);
+    const HostResult& h = host_m(r);
+    Reference ref;
+    ref.source = "the model with group_scale:ip 0.5";
+    ref.tolerance_pct = 1;
+    ref.host = "M";
+    ref.service_demand_us_per_kb = h.service_demand_us_per_kb;
+    ProfileGroupsReference pg;
+    pg.source = ref.source;
+    pg.busy_samples = 1000;
+    pg.us_per_kb["ip"] = group_us_per_kb(h).at("ip");
+    ref.profile_groups = pg;
+    sc.reference = ref;
+    scenarios.push_back(std::move(sc));
+  }
+  const FitResult f = fit(scenarios, modern(), {"call_scale", "group_scale:ip"});
+  EXPECT_NEAR(f.preset.get("group_scale:ip"), 0.5, 0.01);
+  EXPECT_NEAR(f.preset.get("call_scale"), 1.3, 0.02);
+  ASSERT_EQ(f.residuals.size(), 4U);
+  EXPECT_EQ(f.residuals[1].figure, "profile:ip");
+  EXPECT_LT(f.rms_pct, 0.5);
+}
+
+}  // namespace
+}  // namespace skbsim::sim
