@@ -801,6 +801,33 @@ WakeMedians wake_medians(const std::vector<RunFigures>& runs) {
   return w;
 }
 
+}  // namespace
+
+ojson reference_profile_groups(const ojson& profile, double service_demand_us_per_kb,
+                               const std::string& source) {
+  const std::uint64_t busy = profile.value("busy_samples", std::uint64_t{0});
+  const ojson* shares = nullptr;
+  for (const char* basis : {"group_shares_cpu_weighted", "group_shares"}) {
+    if (const auto it = profile.find(basis); it != profile.end() && it->is_object()) {
+      shares = &*it;
+      break;
+    }
+  }
+  if (busy == 0 || shares == nullptr) {
+    return nullptr;
+  }
+  ojson us = ojson::object();
+  for (auto it = shares->begin(); it != shares->end(); ++it) {
+    us[it.key()] = rounded(it->get<double>() * service_demand_us_per_kb, 5);
+  }
+  return {{"source", source},
+          {"tolerance_pct", 25},
+          {"busy_samples", busy},
+          {"us_per_kb", us}};
+}
+
+namespace {
+
 ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const NetPlan& plan,
                      const std::string& measurement_file) {
   ojson ref;
@@ -828,6 +855,16 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
     }
     if (w.context_switches) {
       counters["context_switches"] = rounded(*w.context_switches, 5);
+    }
+  }
+  if (r.trace.counts && !r.trace.counts->profile.empty() && ref.contains("service_demand_us_per_kb")) {
+    ojson pg = reference_profile_groups(
+        profile_json(r.trace.counts->profile, r.trace.run),
+        ref["service_demand_us_per_kb"].get<double>(),
+        measurement_file + " /trace/profile (bpftrace profile:hz:997): busy-time shares by group, "
+                           "weighted by CPU time, times the service demand");
+    if (!pg.is_null()) {
+      ref["profile_groups"] = std::move(pg);
     }
   }
   return ref;

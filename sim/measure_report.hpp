@@ -109,6 +109,15 @@ nlohmann::ordered_json measurement_json(const MeasureContext& ctx, const ConfigR
 nlohmann::ordered_json per_segment_json(const TraceCounts& counts, std::int64_t segments,
                                         const NetPlan& plan, const std::string& source);
 
+// reference.profile_groups from a measurement's trace.profile (as measurement_json writes it) and
+// the untraced runs' median service demand: each busy group's share, weighted by CPU time where
+// the profile has the weights (group_shares_cpu_weighted), else by samples, times the service
+// demand, in µs/KB. Null when the profile has no busy samples. The committed set's scenarios hold
+// exactly this (tests/unit/measure_report_test.cpp checks it).
+nlohmann::ordered_json reference_profile_groups(const nlohmann::ordered_json& profile,
+                                                double service_demand_us_per_kb,
+                                                const std::string& source);
+
 // The scenario file. `extends` is the shared piece's path relative to the scenario's directory,
 // `measurement_file` the measurement's path relative to it too.
 nlohmann::ordered_json scenario_json(const MeasureContext& ctx, const ConfigResult& r,

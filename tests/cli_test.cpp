@@ -131,4 +131,33 @@ TEST(ValidateCommand, ComparesTracepointCountsPerSegment) {
             "yes");
 }
 
+// validate holds the model's time by kernel-profile group against the kernel profile's
+// (reference.profile_groups): one row per group the model has symbols in, and the time it has no
+// symbol for (irqs-off stretches, lock spinning, user space) summed in one unjudged row.
+TEST(ValidateCommand, ComparesTheKernelProfilesGroups) {
+  const Invocation r =
+      run_cli({"validate", "scenarios/measured/vm-2core/forward-off-unlimited.json"});
+  ASSERT_NE(r.exit_code, 2) << r.err;
+  for (const char* group : {"ip ", "device ", "user_copy ", "checksum ", "tcp ", "not modelled"}) {
+    EXPECT_NE(r.out.find(std::string("profile us/KB ") + group), std::string::npos)
+        << group << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("profile us/KB irqs_off_deferred"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("profile us/KB locking"), std::string::npos) << r.out;
+}
+
+// calibrate fits a kernel-profile group only when named, and only one the model has symbols in.
+TEST(CalibrateCommand, AProfileFigureNamesAGroupTheModelHas) {
+  const Invocation r = run_cli({"calibrate", "--scenarios",
+                                "scenarios/measured/vm-2core/direct-off-unlimited.json", "--preset",
+                                "scenarios/models/modern-2core.json", "--figure",
+                                "profile:locking"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("--figure: ", 0), 0U) << r.err;
+  EXPECT_NE(r.err.find("expected profile:<group> with a kernel-profile group the model has "
+                       "symbols in"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace

@@ -716,6 +716,57 @@ TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
   }
 }
 
+// reference.profile_groups: the traced run's CPU-weighted group shares times the untraced runs'
+// median service demand (1.0 here), so the scenario's groups are µs/KB a fit can use.
+TEST(MeasureReport, ScenarioReferenceHoldsTheProfileGroupsInMicrosecondsPerKilobyte) {
+  const ConfigResult r = sample_result(Topology::kDirect);
+  const auto doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
+  const auto& pg = doc["reference"]["profile_groups"];
+  EXPECT_EQ(pg["busy_samples"], 100);
+  EXPECT_EQ(pg["tolerance_pct"], 25);
+  EXPECT_EQ(pg["us_per_kb"]["tcp"], 0.25);  // CPU-weighted share 0.25 x 1.0 us/KB
+  EXPECT_EQ(pg["us_per_kb"]["irqs_off_deferred"], 0.4444);
+  EXPECT_NE(pg["source"].get<std::string>().find("measurements/x.json /trace/profile"),
+            std::string::npos);
+  // Without CPU weights the sample shares are used; without busy samples there is no block.
+  nlohmann::ordered_json profile = {{"busy_samples", 10},
+                                    {"group_shares", {{"ip", 0.5}, {"device", 0.5}}},
+                                    {"group_shares_cpu_weighted", nullptr}};
+  EXPECT_EQ(reference_profile_groups(profile, 2.0, "s")["us_per_kb"]["ip"], 1.0);
+  profile["busy_samples"] = 0;
+  EXPECT_TRUE(reference_profile_groups(profile, 2.0, "s").is_null());
+}
+
+// The committed measured set's reference.profile_groups are what reference_profile_groups makes of
+// each scenario's own measurement file (they were added to the set after it was measured).
+TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
+  const fs::path dir = kSource / "scenarios/measured/vm-2core";
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") {
+      continue;
+    }
+    SCOPED_TRACE(e.path().filename().string());
+    const auto sc = nlohmann::ordered_json::parse(slurp(e.path()));
+    const auto& ref = sc["reference"];
+    const auto m =
+        nlohmann::ordered_json::parse(slurp(dir / "measurements" / e.path().filename()));
+    const auto want =
+        reference_profile_groups(m["trace"]["profile"], ref["service_demand_us_per_kb"], "");
+    ASSERT_FALSE(want.is_null());
+    ASSERT_TRUE(ref.contains("profile_groups"));
+    EXPECT_EQ(ref["profile_groups"]["busy_samples"], want["busy_samples"]);
+    ASSERT_EQ(ref["profile_groups"]["us_per_kb"].size(), want["us_per_kb"].size());
+    for (auto it = want["us_per_kb"].begin(); it != want["us_per_kb"].end(); ++it) {
+      EXPECT_NEAR(ref["profile_groups"]["us_per_kb"][it.key()].get<double>(),
+                  it->get<double>(), 1e-5)
+          << it.key();
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 30);
+}
+
 // iperf3 -b: the scenario's flow is paced the same way (rate_mbps), so all three figures compare.
 TEST(MeasureReport, AFixedRateScenarioPacesItsFlowAndKeepsEveryFigure) {
   ConfigResult r = sample_result(Topology::kDirect);
