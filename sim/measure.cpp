@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -95,6 +96,7 @@ struct Settings {
   std::optional<fs::path> compare;  // a measured set to reproduce (its scenarios' references)
   int unsteady_retries = -1;        // runs to redo per configuration; -1: as many as `runs`
   bool interleave = true;           // --order interleaved (else grouped)
+  std::string congestion_control;   // --congestion-control; "" = the machine's default
 };
 
 constexpr std::string_view kAbout =
@@ -319,6 +321,19 @@ Settings settings_from(const po::variables_map& vm) {
     if (!fs::is_regular_file(*s.preset)) {
       throw FlagError("--preset",
                       "expected a cost preset file, got no such file " + s.preset->string());
+    }
+  }
+  if (vm.count("congestion-control") != 0) {
+    s.congestion_control = vm["congestion-control"].as<std::string>();
+    const bool word = !s.congestion_control.empty() &&
+                      std::all_of(s.congestion_control.begin(), s.congestion_control.end(),
+                                  [](char c) { return std::islower(static_cast<unsigned char>(c)) ||
+                                                      std::isdigit(static_cast<unsigned char>(c)) ||
+                                                      c == '_'; });
+    if (!word) {
+      throw FlagError("--congestion-control",
+                      "expected an algorithm name (cubic, reno, bbr, ...), got \"" +
+                          s.congestion_control + "\"");
     }
   }
   if (vm.count("compare") != 0) {
@@ -998,7 +1013,9 @@ std::vector<ConfigResult> measure_all(Session& ss) {
   const std::size_t rates = ss.settings.rates.size();
   // Runs `fn(lab, config index)` for each configuration of group `g` in a fresh Lab.
   const auto in_lab = [&](const Group& g, const auto& fn) {
-    Lab lab(measure::plan_for(g.topo), ss.tools, ss.scratch);
+    measure::NetPlan plan = measure::plan_for(g.topo);
+    plan.congestion_control = ss.settings.congestion_control;
+    Lab lab(std::move(plan), ss.tools, ss.scratch);
     lab.apply(g.variant);
     if (const double waited = lab.wait_until_connected(); waited > 0.5) {
       std::cerr << "skbsim measure: " << results[g.first].config.name() << ": the path answered after "
@@ -1169,7 +1186,10 @@ int run_measure(const std::vector<std::string>& args) {
       "(default: as many as --runs; --smoke 0); 0 also runs without waiting for normal speed")(
       "compare", po::value<std::string>(),
       "compare the medians with DIR/<config>.json's references (a committed set); exit 1 when "
-      "one is more than 15% off");
+      "one is more than 15% off")(
+      "congestion-control", po::value<std::string>(),
+      "net.ipv4.tcp_congestion_control in the namespaces (default: the machine's, which they "
+      "inherit); bbr paces, cubic does not, nor does the model");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(visible).run(), vm);
@@ -1196,6 +1216,9 @@ int run_measure(const std::vector<std::string>& args) {
       signo = i.signo;
     }
   } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitUsage;
+  } catch (const measure::RefusedFlag& e) {
     std::cerr << e.what() << "\n";
     return kExitUsage;
   } catch (const MeasureError& e) {

@@ -33,6 +33,15 @@ class MeasureError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A flag's value this machine does not take, found only once the measurement has started (a
+// congestion control the kernel does not have): the command line prints what() alone and exits
+// 2, as for any bad flag, having cleaned up.
+class RefusedFlag : public MeasureError {
+ public:
+  RefusedFlag(const std::string& flag, const std::string& message)
+      : MeasureError(flag + ": " + message) {}
+};
+
 // SIGINT, SIGTERM or SIGHUP arrived; thrown at the next wait so that unwinding cleans up.
 struct Interrupted {
   int signo;

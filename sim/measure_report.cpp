@@ -727,6 +727,10 @@ std::string scenario_description(const MeasureContext& ctx, const ConfigResult& 
     }
     desc += " (ethtool -K" + k + ")";
   }
+  if (const auto cc = r.sysctls.find("client/net.ipv4.tcp_congestion_control");
+      cc != r.sysctls.end()) {
+    desc += ", congestion control " + cc->second;
+  }
   desc += ", rate " + cfg.rate_label() + "; reference = medians of " +
           std::to_string(r.runs.size()) + " runs of " + std::to_string(ctx.duration_s) + " s.";
   return desc;

@@ -585,6 +585,7 @@ ConfigResult sample_result(Topology t) {
   }
   r.sysctls["client/net.ipv4.tcp_wmem"] = "4096 16384 4194304";
   r.sysctls["server/net.ipv4.tcp_rmem"] = "4096 131072 33554432";
+  r.sysctls["client/net.ipv4.tcp_congestion_control"] = "bbr";
   TraceCounts c;
   c.expand_head_allocs = 500;
   c.devices["skbm-c0"].xmit_skbs = 1000;
@@ -705,6 +706,9 @@ TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
     const auto doc = scenario_json(sample_context(), r, piece.string(), "measurements/x.json");
     EXPECT_EQ(doc["reference"]["throughput_mbps"], 1000.0);
     EXPECT_EQ(doc["reference"]["tolerance_pct"], 20);
+    EXPECT_NE(doc["description"].get<std::string>().find(", congestion control bbr, rate "),
+              std::string::npos)
+        << doc["description"];
     EXPECT_EQ(doc["traffic"]["flows"][0]["rcvbuf"], 33554432);
     const fs::path file = tmp.path() / (std::string(topology_name(t)) + ".json");
     std::ofstream(file) << doc.dump(2);
@@ -927,6 +931,9 @@ TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
       {{"--duration", "0.5"}, "--duration: expected an integer in [1, 3600], got \"0.5\""},
       {{"--trace", "maybe"}, "--trace: expected auto, on or off, got \"maybe\""},
       {{"--order", "random"}, "--order: expected interleaved or grouped, got \"random\""},
+      {{"--congestion-control", "bbr;reboot"},
+       "--congestion-control: expected an algorithm name (cubic, reno, bbr, ...), got "
+       "\"bbr;reboot\""},
       {{"--unsteady-retries", "-1"},
        "--unsteady-retries: expected an integer in [0, 1000], got \"-1\""},
       {{"--preset", (tmp.path() / "p.json").string()},
@@ -1146,6 +1153,44 @@ TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
   ASSERT_TRUE(s.reference.has_value());
   EXPECT_EQ(s.reference->host, "M");
   EXPECT_TRUE(fs::exists(out / "summary.txt"));
+}
+
+// --congestion-control sets the algorithm in the measurement's namespaces only (each new
+// namespace inherits the root's, tcp_sk_init), records it, and names what the kernel has when it
+// is not one of them.
+TEST(MeasureSmoke, CongestionControlIsSetInTheNamespacesAndRecorded) {
+  SKIP_UNLESS_MEASURABLE();
+  TempDir tmp;
+  const std::string root_before = slurp("/proc/sys/net/ipv4/tcp_congestion_control");
+  const std::vector<std::string> common = {"measure", "--smoke", "--trace", "off", "--shared",
+                                           (kSource / "scenarios/shared").string()};
+  std::vector<std::string> good = common;
+  good.insert(good.end(), {"--congestion-control", "reno", "--out", (tmp.path() / "a").string()});
+  std::vector<std::string> bad = common;
+  bad.insert(bad.end(), {"--congestion-control", "nosuchcc", "--out", (tmp.path() / "b").string()});
+  for (const auto& [argv, ok] : {std::pair{good, true}, std::pair{bad, false}}) {
+    Child c = start_skbsim(argv, tmp.path());
+    const auto st = wait_child(c, std::chrono::seconds(240));
+    ASSERT_TRUE(st.has_value()) << "no exit within 240 s; stderr: " << slurp(c.err);
+    ASSERT_TRUE(WIFEXITED(*st)) << slurp(c.err);
+    expect_nothing_left(c.pid);
+    if (ok) {
+      ASSERT_EQ(WEXITSTATUS(*st), 0) << slurp(c.err);
+      const auto m =
+          nlohmann::json::parse(slurp(tmp.path() / "a/measurements/direct-on-unlimited.json"));
+      EXPECT_EQ(m["setup"]["sysctls"]["client/net.ipv4.tcp_congestion_control"], "reno");
+    } else {
+      EXPECT_EQ(WEXITSTATUS(*st), 2);
+      const std::string err = slurp(c.err);
+      EXPECT_EQ(err.rfind("--congestion-control: expected one of this kernel's algorithms (", 0),
+                0U)
+          << err;
+      EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+      EXPECT_NE(err.find("reno"), std::string::npos) << err;  // always built in
+      EXPECT_FALSE(fs::exists(tmp.path() / "b"));
+    }
+  }
+  EXPECT_EQ(slurp("/proc/sys/net/ipv4/tcp_congestion_control"), root_before);
 }
 
 // A fresh bridge drops frames for about a second after it is made; a run started then spent that
