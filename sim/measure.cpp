@@ -615,6 +615,12 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
     rate << *cfg.rate_mbps << "M";
     client.insert(client.end(), {"-b", rate.str()});
   }
+  if (!ss.settings.congestion_control.empty()) {
+    // TCP_CONGESTION on the test's sockets (both ends: the client passes it to the server): no
+    // sysctl to change, and as root any algorithm the kernel has or can load. A namespace's
+    // default can only be one of tcp_allowed_congestion_control, which is the root namespace's.
+    client.insert(client.end(), {"-C", ss.settings.congestion_control});
+  }
   const measure::ActivitySnapshot snap0 = activity_snapshot();
   const auto t0 = std::chrono::steady_clock::now();
   Process cl = Process::start(client, ss.scratch);
@@ -659,6 +665,15 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
     throw MeasureError("iperf3 client: expected its JSON report, got: " + cl.first_error_line());
   }
   if (j.contains("error")) {
+    const std::string error = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
+    if (error.find("TCP_CONGESTION") != std::string::npos) {
+      throw measure::RefusedFlag(
+          "--congestion-control",
+          "expected an algorithm this kernel has (" +
+              first_line(read_text("/proc/sys/net/ipv4/tcp_available_congestion_control")) +
+              ", or a module it can load), got \"" + ss.settings.congestion_control +
+              "\" (iperf3: " + error + ")");
+    }
     throw MeasureError("iperf3 client: " + j["error"].dump());
   }
   if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
@@ -674,6 +689,12 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   f.sender_throughput_mbps = number_at(j, P("/end/sum_sent/bits_per_second")) / 1e6;
   f.retransmits = static_cast<std::int64_t>(number_at(j, P("/end/sum_sent/retransmits")));
   f.mss = static_cast<int>(number_at(j, P("/start/tcp_mss_default")));
+  for (auto [field, key] : {std::pair{&f.sender_congestion, "/end/sender_tcp_congestion"},
+                            std::pair{&f.receiver_congestion, "/end/receiver_tcp_congestion"}}) {
+    if (j.contains(P(key)) && j.at(P(key)).is_string()) {
+      *field = j.at(P(key)).get<std::string>();
+    }
+  }
   if (j.contains(P("/end/cpu_utilization_percent"))) {
     f.iperf3_cpu = j.at(P("/end/cpu_utilization_percent"));
   }
@@ -1013,9 +1034,7 @@ std::vector<ConfigResult> measure_all(Session& ss) {
   const std::size_t rates = ss.settings.rates.size();
   // Runs `fn(lab, config index)` for each configuration of group `g` in a fresh Lab.
   const auto in_lab = [&](const Group& g, const auto& fn) {
-    measure::NetPlan plan = measure::plan_for(g.topo);
-    plan.congestion_control = ss.settings.congestion_control;
-    Lab lab(std::move(plan), ss.tools, ss.scratch);
+    Lab lab(measure::plan_for(g.topo), ss.tools, ss.scratch);
     lab.apply(g.variant);
     if (const double waited = lab.wait_until_connected(); waited > 0.5) {
       std::cerr << "skbsim measure: " << results[g.first].config.name() << ": the path answered after "
@@ -1188,8 +1207,8 @@ int run_measure(const std::vector<std::string>& args) {
       "compare the medians with DIR/<config>.json's references (a committed set); exit 1 when "
       "one is more than 15% off")(
       "congestion-control", po::value<std::string>(),
-      "net.ipv4.tcp_congestion_control in the namespaces (default: the machine's, which they "
-      "inherit); bbr paces, cubic does not, nor does the model");
+      "the TCP congestion control of the test's sockets (iperf3 -C; default: the machine's, "
+      "net.ipv4.tcp_congestion_control); bbr paces, cubic does not, nor does the model");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(visible).run(), vm);

@@ -412,21 +412,6 @@ void Lab::build() {
     argv.insert(argv.end(), {tools_.sysctl, "-qw", "net.ipv4.ip_forward=1"});
     run_checked(argv, scratch_);
   }
-  if (!plan_.congestion_control.empty()) {
-    for (Role r : plan_.namespaces) {
-      std::vector<std::string> argv = in(r);
-      argv.insert(argv.end(), {tools_.sysctl, "-qw",
-                               "net.ipv4.tcp_congestion_control=" + plan_.congestion_control});
-      const Completed c = run(argv, scratch_);
-      if (c.exit_code != 0) {
-        // Not built, or a module the namespace may not load: say what there is.
-        throw RefusedFlag("--congestion-control",
-                          "expected one of this kernel's algorithms (" +
-                              sysctl(r, "net.ipv4.tcp_available_congestion_control") + "), got \"" +
-                              plan_.congestion_control + "\"");
-      }
-    }
-  }
 }
 
 void Lab::apply(Variant v) {

@@ -63,11 +63,6 @@ struct NetPlan {
   std::vector<PlanRoute> routes;  // beyond the connected /24s
   bool ip_forward = false;        // in the host namespace
   std::string server_address;     // where the client connects
-  // net.ipv4.tcp_congestion_control in every namespace ("" = as each new namespace inherits it
-  // from the root namespace). It decides whether TCP paces: BBR sets SK_PACING_NEEDED
-  // (bbr_init), and its pacing timer then transmits under the socket spinlock (tcp_pace_kick ->
-  // tcp_tsq_handler); cubic and reno do not pace, as the model does not.
-  std::string congestion_control;
   const PlanDevice& device(std::string_view ifname) const;
 };
 

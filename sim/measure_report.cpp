@@ -122,6 +122,7 @@ ojson run_json(const RunFigures& r) {
           {"sender_throughput_mbps", rounded(r.sender_throughput_mbps, 2)},
           {"retransmits", r.retransmits},
           {"mss", r.mss},
+          {"tcp_congestion", {{"sender", r.sender_congestion}, {"receiver", r.receiver_congestion}}},
           {"cpu",
            {{"cpus", r.cpu.cpus},
             {"non_idle_pct", rounded(r.cpu.non_idle_pct, 3)},
@@ -727,9 +728,14 @@ std::string scenario_description(const MeasureContext& ctx, const ConfigResult& 
     }
     desc += " (ethtool -K" + k + ")";
   }
-  if (const auto cc = r.sysctls.find("client/net.ipv4.tcp_congestion_control");
-      cc != r.sysctls.end()) {
-    desc += ", congestion control " + cc->second;
+  // What the sender's socket used (iperf3's report), else the client namespace's default.
+  std::string cc = r.runs.empty() ? "" : r.runs.front().sender_congestion;
+  if (const auto it = r.sysctls.find("client/net.ipv4.tcp_congestion_control");
+      cc.empty() && it != r.sysctls.end()) {
+    cc = it->second;
+  }
+  if (!cc.empty()) {
+    desc += ", congestion control " + cc;
   }
   desc += ", rate " + cfg.rate_label() + "; reference = medians of " +
           std::to_string(r.runs.size()) + " runs of " + std::to_string(ctx.duration_s) + " s.";

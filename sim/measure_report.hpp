@@ -47,6 +47,8 @@ struct RunFigures {
   double sender_throughput_mbps = 0;
   std::int64_t retransmits = 0;
   int mss = 0;  // iperf3 start.tcp_mss_default
+  std::string sender_congestion;    // iperf3 end.sender_tcp_congestion ("" when not reported)
+  std::string receiver_congestion;  // end.receiver_tcp_congestion
   CpuUsage cpu;
   double service_demand_us_per_kb = 0;        // non-idle µs / (bytes received / 1024)
   double service_demand_ticks_us_per_kb = 0;  // tick-sampled busy µs / KB
