@@ -2,9 +2,13 @@
 // exit codes, outputs written completely or not at all, one error line for bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -158,6 +162,44 @@ TEST(CalibrateCommand, AProfileFigureNamesAGroupTheModelHas) {
                        "symbols in"),
             std::string::npos)
       << r.err;
+}
+
+// CI re-runs the committed fit of the development VM's preset: scenarios/models/
+// modern-2core-fitted.json must be what its own "fit.command" yields (the service demand and the
+// kernel profile's ip and device groups of the two direct rows), to the last digit.
+TEST(CalibrateCommand, CommittedModernFitIsReproduced) {
+  TempDir tmp;
+  const std::string preset = "scenarios/models/modern-2core-fitted.json";
+  std::ifstream in(std::string(SKBSIM_SOURCE_DIR) + "/" + preset);
+  const auto fitted = nlohmann::json::parse(in);
+  const std::string cmd = fitted.at("fit").at("command").get<std::string>();
+  std::istringstream words(cmd);
+  std::vector<std::string> argv;
+  for (std::string w; words >> w;) {
+    argv.push_back(w);
+  }
+  ASSERT_GE(argv.size(), 4U);
+  ASSERT_EQ(argv[0], "skbsim");
+  argv.erase(argv.begin());
+  const auto out = std::find(argv.begin(), argv.end(), "--out");
+  ASSERT_NE(out, argv.end());
+  ASSERT_NE(out + 1, argv.end());
+  EXPECT_EQ(*(out + 1), preset);
+  *(out + 1) = (tmp.path() / "refit.json").string();
+  argv.push_back("--no-loo");
+  EXPECT_NE(cmd.find("profile:ip profile:device"), std::string::npos) << cmd;
+  const Invocation r = run_cli(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream again(tmp.path() / "refit.json");
+  const auto refit = nlohmann::json::parse(again);
+  const auto& want = fitted.at("fit").at("free");
+  ASSERT_EQ(refit.at("fit").at("free").size(), want.size());
+  for (auto it = want.begin(); it != want.end(); ++it) {
+    const double committed = it->get<double>();
+    EXPECT_NEAR(refit.at("fit").at("free").at(it.key()).get<double>(), committed,
+                1e-9 * std::abs(committed))
+        << it.key();
+  }
 }
 
 }  // namespace
