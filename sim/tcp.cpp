@@ -366,6 +366,7 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
 }
 
 void tcp_recvmsg_task(Net& net, TcpSock& s);
+void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified);
 
 // TCP_RR: `payload` more bytes read; each whole message read is answered (the client counts a
 // transaction and, unless stopped, sends the next request).
@@ -453,23 +454,84 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   }
 }
 
+// tcp_cleanup_rbuf(): the ACK __tcp_ack_snd_check deferred (one is scheduled and more than one MSS
+// is unacknowledged), or a window update when the window now open is at least twice the one last
+// advertised.
+void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s) {
+  const std::uint32_t now_wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+  if ((s.delack_armed && s.unacked_segs >= 2) ||
+      (now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss)) {
+    tcp_send_ack(net, ctx, s);
+  }
+}
+
+void recvmsg_copy(Net& net, TcpSock& s);
+
+// The end of a recv() call: tcp_cleanup_rbuf, then release_sock.
+void recvmsg_end(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  s.in_recv = false;
+  cleanup_rbuf(net, ctx, s);
+  if (s.to_send != 0 && s.rr.in_size != 0) {
+    sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
+  } else {
+    end_call(net, s);
+  }
+  if (s.receive_queue.empty()) {
+    s.reader_blocked = true;
+  } else {
+    net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
+  }
+}
+
+// The same recv() once the task that copied has run: what arrived meanwhile waits on the backlog
+// (or a release_sock queued by tcp_v4_rcv has moved it to the receive queue already). With
+// something there the call goes on: 6.x __sk_flush_backlog, 2.6.20 release_sock + lock_sock
+// after a cleanup_rbuf; then it copies again. With nothing, it ends.
+void recvmsg_more(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  if (s.backlog.empty() && s.receive_queue.empty()) {
+    recvmsg_end(net, s);
+    return;
+  }
+  if (net.v2620()) {
+    cleanup_rbuf(net, ctx, s);
+  }
+  s.in_release = true;  // the reader is in its call: what the backlog brings wakes no one
+  while (!s.backlog.empty()) {
+    Skb& skb = s.backlog.front();
+    s.backlog.pop_front();
+    net.charge(ctx, &skb, {.sym = Sym::kTcpV4DoRcv});
+    tcp_rcv(net, ctx, s, skb, (meta(skb).flags & kFlagVerified) != 0);
+  }
+  s.in_release = false;
+  recvmsg_copy(net, s);
+}
+
 // One recv() of at most recv_size bytes (0: whatever is queued): tcp_recvmsg copies from the head
 // of the receive queue, a partly read skb staying at the head, and ends with tcp_cleanup_rbuf.
-// A reader that finds more queued reads again at once (iperf3 reads until EAGAIN, netperf loops
-// on recv()); one that emptied the queue sleeps until tcp_data wakes it.
+// A stream's call with room left goes on while more arrives (recvmsg_more). A reader that finds
+// more queued when the call ends reads again at once (iperf3 reads until EAGAIN, netperf loops on
+// recv()); one that emptied the queue sleeps until tcp_data wakes it.
 void tcp_recvmsg_task(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
   net.charge(ctx, Sym::kSysRecvfrom);
   net.charge(ctx, Sym::kTcpRecvmsg);
-  std::uint64_t budget = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                                 : s.params.recv_size;
-  while (!s.receive_queue.empty() && budget > 0) {
+  s.recv_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                        : s.params.recv_size;
+  s.recv_copied = 0;
+  recvmsg_copy(net, s);
+}
+
+void recvmsg_copy(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  while (!s.receive_queue.empty() && s.recv_left > 0) {
     Skb& skb = s.receive_queue.front();
     const PacketMeta& m = meta(skb);
     const bool first_touch = static_cast<std::int32_t>(s.copied_seq - m.seq) <= 0;
     const std::uint32_t from = first_touch ? m.seq : s.copied_seq;
     const std::uint32_t take =
-        static_cast<std::uint32_t>(std::min<std::uint64_t>(m.end_seq - from, budget));
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(m.end_seq - from, s.recv_left));
     if ((m.flags & kFlagVerified) != 0) {
       net.charge(ctx, &skb, {.sym = Sym::kSkbCopyDatagramIovec, .copied = take});
     } else {
@@ -483,31 +545,26 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
     }
     s.copied_seq = from + take;
     s.stats.bytes_received += take;
-    budget -= take;
+    s.recv_left -= take;
+    s.recv_copied += take;
     if (s.copied_seq == m.end_seq) {
       s.receive_queue.pop_front();
       net.free_skb(ctx, skb);
     }
     rr_read(s, take);
   }
-  // tcp_cleanup_rbuf(): the ACK __tcp_ack_snd_check deferred (one is scheduled and more than one
-  // MSS is unacknowledged), or a window update when the window now open is at least twice the
-  // one last advertised.
-  const std::uint32_t now_wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
-  if ((s.delack_armed && s.unacked_segs >= 2) ||
-      (now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss)) {
-    tcp_send_ack(net, ctx, s);
+  // tcp_recvmsg_locked: "if (copied >= target && !sk->sk_backlog.tail) break;" -- whether the
+  // backlog filled while this task copied is known once its time has passed, so the call decides
+  // in a task of its own, owning the socket meanwhile. Streams with a bounded read only: a
+  // request/response reader stops at its message, and a read of "whatever is queued" has no room
+  // to bound the call.
+  if (s.rr.in_size == 0 && s.params.recv_size != 0 && s.recv_copied > 0 && s.recv_left > 0) {
+    s.in_recv = true;
+    net.engine().after_task(
+        [&net, &s] { submit(*s.proc, [&net, &s] { recvmsg_more(net, s); }); });
+    return;
   }
-  if (s.to_send != 0 && s.rr.in_size != 0) {
-    sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
-  } else {
-    end_call(net, s);
-  }
-  if (s.receive_queue.empty()) {
-    s.reader_blocked = true;
-  } else {
-    net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
-  }
+  recvmsg_end(net, s);
 }
 
 }  // namespace
@@ -654,7 +711,8 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   }
   // sock_owned_by_user: the application's call holds the socket: its task runs (on another CPU:
   // this CPU runs one task at a time), or the softirq it raised runs inside it (end_call).
-  if (s.in_bh || (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu())) {
+  if (s.in_bh || s.in_recv ||
+      (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu())) {
     net.charge(ctx, &skb, {.sym = Sym::kSkAddBacklog});
     if (!net.v2620() && backlog_coalesce(net, ctx, s, skb)) {
       return;

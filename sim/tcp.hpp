@@ -105,6 +105,12 @@ struct TcpSock {
   SkbQueue receive_queue;
   SkbQueue ofo_queue;  // out_of_order_queue, in sequence order
   bool reader_blocked = true;
+  // A stream's recv() that copied something and has room left goes on while the backlog fills
+  // (tcp_recvmsg_locked: "Do not sleep, just process backlog"): between its tasks it still owns
+  // the socket (`in_recv`), with `recv_left` bytes of room and `recv_copied` copied so far.
+  bool in_recv = false;
+  std::uint64_t recv_left = 0;
+  std::uint64_t recv_copied = 0;
   RrApp rr;
 
   // lock_sock: while the application's task runs (a send or recv call), softirq deliveries from
