@@ -1,6 +1,8 @@
 #include "sim/kernel_groups.hpp"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "sim/measure_profile.hpp"
 #include "sim/run.hpp"
@@ -8,11 +10,25 @@
 namespace skbsim::sim {
 namespace {
 
+// Model symbols named as 2.6.20 names them whose 6.x function (the one a profile of a 6.x kernel
+// samples) falls in another group: the group is that of the 6.x name.
+constexpr std::array<std::pair<Sym, std::string_view>, 3> k6xName = {{
+    {Sym::kSysSendto, "__sys_sendto"},      // socket_syscall, not other
+    {Sym::kSysRecvfrom, "__sys_recvfrom"},  // socket_syscall, not other
+    {Sym::kSkAddBacklog, "tcp_add_backlog"},  // tcp, not socket_syscall
+}};
+
 const std::array<std::string_view, kSymCount>& group_table() {
   static const std::array<std::string_view, kSymCount> table = [] {
     std::array<std::string_view, kSymCount> t{};
     for (std::size_t i = 0; i < kSymCount; ++i) {
-      t[i] = measure::profile_group(symbol_name(static_cast<Sym>(i)));
+      std::string_view name = symbol_name(static_cast<Sym>(i));
+      for (const auto& [sym, now] : k6xName) {
+        if (static_cast<std::size_t>(sym) == i) {
+          name = now;
+        }
+      }
+      t[i] = measure::profile_group(name);
     }
     return t;
   }();

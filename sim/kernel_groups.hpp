@@ -5,11 +5,12 @@
 //
 // A symbol's group is what measure::profile_group() gives its name: the same table of rules that
 // sorts the kernel's samples, so `skb_copy_datagram_iovec` is "user_copy" on both sides and
-// `csum_partial_copy_generic` "checksum". Groups the model has no symbol in ("irqs_off_deferred",
+// `csum_partial_copy_generic` "checksum". The few symbols the model names as 2.6.20 did, where the
+// 6.x function falls elsewhere, are sorted by the 6.x name (`sys_sendto` as `__sys_sendto`,
+// `sk_add_backlog` as `tcp_add_backlog`). Drivers no rule names (loopback, e1000, etun, venet)
+// are "other" on both sides. Groups the model has no symbol in ("irqs_off_deferred",
 // "locking", ...) are time it does not model.
 
-#include <array>
-#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>

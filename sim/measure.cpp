@@ -665,8 +665,10 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
     throw MeasureError("iperf3 client: expected its JSON report, got: " + cl.first_error_line());
   }
   if (j.contains("error")) {
-    const std::string error = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
-    if (error.find("TCP_CONGESTION") != std::string::npos) {
+    const std::string error =
+        j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
+    if (!ss.settings.congestion_control.empty() &&
+        error.find("TCP_CONGESTION") != std::string::npos) {
       throw measure::RefusedFlag(
           "--congestion-control",
           "expected an algorithm this kernel has (" +

@@ -122,7 +122,8 @@ ojson run_json(const RunFigures& r) {
           {"sender_throughput_mbps", rounded(r.sender_throughput_mbps, 2)},
           {"retransmits", r.retransmits},
           {"mss", r.mss},
-          {"tcp_congestion", {{"sender", r.sender_congestion}, {"receiver", r.receiver_congestion}}},
+          {"tcp_congestion",
+           {{"sender", r.sender_congestion}, {"receiver", r.receiver_congestion}}},
           {"cpu",
            {{"cpus", r.cpu.cpus},
             {"non_idle_pct", rounded(r.cpu.non_idle_pct, 3)},
@@ -867,12 +868,14 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
       counters["context_switches"] = rounded(*w.context_switches, 5);
     }
   }
-  if (r.trace.counts && !r.trace.counts->profile.empty() && ref.contains("service_demand_us_per_kb")) {
+  if (r.trace.counts && !r.trace.counts->profile.empty() &&
+      ref.contains("service_demand_us_per_kb")) {
+    const ojson profile = profile_json(r.trace.counts->profile, r.trace.run);
+    const bool weighted = profile["group_shares_cpu_weighted"].is_object();
     ojson pg = reference_profile_groups(
-        profile_json(r.trace.counts->profile, r.trace.run),
-        ref["service_demand_us_per_kb"].get<double>(),
-        measurement_file + " /trace/profile (bpftrace profile:hz:997): busy-time shares by group, "
-                           "weighted by CPU time, times the service demand");
+        profile, ref["service_demand_us_per_kb"].get<double>(),
+        measurement_file + " /trace/profile (bpftrace profile:hz:997): busy-time shares by group, " +
+            (weighted ? "weighted by CPU time" : "by samples") + ", times the service demand");
     if (!pg.is_null()) {
       ref["profile_groups"] = std::move(pg);
     }

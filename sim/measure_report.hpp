@@ -115,7 +115,7 @@ nlohmann::ordered_json per_segment_json(const TraceCounts& counts, std::int64_t 
 // the untraced runs' median service demand: each busy group's share, weighted by CPU time where
 // the profile has the weights (group_shares_cpu_weighted), else by samples, times the service
 // demand, in µs/KB. Null when the profile has no busy samples. The committed set's scenarios hold
-// exactly this (tests/unit/measure_report_test.cpp checks it).
+// exactly this (MeasureReport.CommittedProfileGroupsAreDerivedFromTheirMeasurements checks it).
 nlohmann::ordered_json reference_profile_groups(const nlohmann::ordered_json& profile,
                                                 double service_demand_us_per_kb,
                                                 const std::string& source);

@@ -480,7 +480,8 @@ void recvmsg_end(Net& net, TcpSock& s) {
   if (s.receive_queue.empty()) {
     s.reader_blocked = true;
   } else {
-    net.engine().after_task([&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
+    net.engine().after_task(
+        [&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
   }
 }
 
@@ -497,7 +498,9 @@ void recvmsg_more(Net& net, TcpSock& s) {
   if (net.v2620()) {
     cleanup_rbuf(net, ctx, s);
   }
-  s.in_release = true;  // the reader is in its call: what the backlog brings wakes no one
+  // The reader is in its call (reader_blocked is false), so tcp_data wakes no one; in_release
+  // marks the backlog as processed in the owner's context.
+  s.in_release = true;
   while (!s.backlog.empty()) {
     Skb& skb = s.backlog.front();
     s.backlog.pop_front();

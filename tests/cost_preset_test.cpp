@@ -15,6 +15,7 @@
 #include "sim/kernel_groups.hpp"
 #include "sim/run.hpp"
 #include "sim/scenario.hpp"
+#include "tests/support/process.hpp"
 
 namespace skbsim::sim {
 namespace {
@@ -61,6 +62,9 @@ TEST(KernelGroups, ModelSymbolsFallInTheKernelProfilesGroups) {
   EXPECT_FALSE(is_busy_group("idle"));
   EXPECT_FALSE(is_busy_group("tracing"));
   EXPECT_FALSE(is_busy_group("ipp"));
+  // 2.6.20-named symbols go where their 6.x functions are sampled
+  EXPECT_EQ(kernel_group(Sym::kSysSendto), "socket_syscall");   // __sys_sendto
+  EXPECT_EQ(kernel_group(Sym::kSkAddBacklog), "tcp");           // tcp_add_backlog
 }
 
 // A group's µs/KB is its share of the host's busy time times the service demand, so the groups
@@ -72,7 +76,6 @@ TEST(KernelGroups, GroupTimesAddUpToTheServiceDemand) {
   const auto groups = group_us_per_kb(h);
   double sum = 0;
   for (const auto& [g, us] : groups) {
-    EXPECT_TRUE(model_has_group(g)) << g;
     sum += us;
   }
   EXPECT_NEAR(sum, h.service_demand_us_per_kb, 0.02 * h.service_demand_us_per_kb);
@@ -110,18 +113,19 @@ TEST(CostPresetGroups, AGroupScaleIsWrittenWithItsSourceAndReadBack) {
   EXPECT_EQ(doc["calls"]["group_scales"]["device"]["value"], 0.25);
   EXPECT_NE(doc["calls"]["group_scales"]["device"]["source"].get<std::string>().find("device"),
             std::string::npos);
-  const fs::path file = fs::temp_directory_path() / "skbsim-group-scale-test.json";
+  const skbsim::testing::TempDir tmp;
+  const fs::path file = tmp.path() / "p.json";
   std::ofstream(file) << doc.dump(2);
   const CostPreset back = CostPreset::load(file.string(), "p.json");
   EXPECT_EQ(back.get("group_scale:device"), 0.25);
   EXPECT_EQ(back.get("group_scale:ip"), 1.0);
-  fs::remove(file);
 }
 
 TEST(CostPresetGroups, AGroupTheModelDoesNotHaveIsAnErrorNamingItsPath) {
   nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
   doc.erase("fit");
-  const fs::path file = fs::temp_directory_path() / "skbsim-group-scale-bad.json";
+  const skbsim::testing::TempDir tmp;
+  const fs::path file = tmp.path() / "p.json";
   for (const char* group : {"locking", "idle", "ipp"}) {
     doc["calls"]["group_scales"] = {{group, {{"value", 0.5}, {"source", "s"}}}};
     std::ofstream(file) << doc.dump(2);
@@ -140,7 +144,6 @@ TEST(CostPresetGroups, AGroupTheModelDoesNotHaveIsAnErrorNamingItsPath) {
   doc["calls"]["group_scales"] = {{"ip", {{"value", 0}, {"source", "s"}}}};
   std::ofstream(file) << doc.dump(2);
   EXPECT_THROW((void)CostPreset::load(file.string(), "p.json"), InputError);  // below 0.05
-  fs::remove(file);
 }
 
 // The fit recovers a group scale from the group's µs/KB: references made by the model itself
