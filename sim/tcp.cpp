@@ -485,6 +485,20 @@ void recvmsg_end(Net& net, TcpSock& s) {
   }
 }
 
+// __release_sock: the backlog's skbs, in the owner's context (sk_backlog_rcv = tcp_v4_do_rcv);
+// in_release tells wake_owner that the owner is the one running.
+void run_backlog(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  s.in_release = true;
+  while (!s.backlog.empty()) {
+    Skb& skb = s.backlog.front();
+    s.backlog.pop_front();
+    net.charge(ctx, &skb, {.sym = Sym::kTcpV4DoRcv});
+    tcp_rcv(net, ctx, s, skb, (meta(skb).flags & kFlagVerified) != 0);
+  }
+  s.in_release = false;
+}
+
 // The same recv() once the task that copied has run: what arrived meanwhile waits on the backlog
 // (or a release_sock queued by tcp_v4_rcv has moved it to the receive queue already). With
 // something there the call goes on: 6.x __sk_flush_backlog, 2.6.20 release_sock + lock_sock
@@ -498,16 +512,8 @@ void recvmsg_more(Net& net, TcpSock& s) {
   if (net.v2620()) {
     cleanup_rbuf(net, ctx, s);
   }
-  // The reader is in its call (reader_blocked is false), so tcp_data wakes no one; in_release
-  // marks the backlog as processed in the owner's context.
-  s.in_release = true;
-  while (!s.backlog.empty()) {
-    Skb& skb = s.backlog.front();
-    s.backlog.pop_front();
-    net.charge(ctx, &skb, {.sym = Sym::kTcpV4DoRcv});
-    tcp_rcv(net, ctx, s, skb, (meta(skb).flags & kFlagVerified) != 0);
-  }
-  s.in_release = false;
+  // The reader is in its call (reader_blocked is false), so tcp_data wakes no one.
+  run_backlog(net, s);
   recvmsg_copy(net, s);
 }
 
@@ -634,17 +640,9 @@ void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
 // release_sock -> __release_sock: the backlog, in the owner's context (sk_backlog_rcv =
 // tcp_v4_do_rcv), after the call that owned the socket.
 void release_sock(Net& net, TcpSock& s) {
-  ExecCtx& ctx = *s.proc;
   s.release_pending = false;
   s.in_bh = false;
-  s.in_release = true;
-  while (!s.backlog.empty()) {
-    Skb& skb = s.backlog.front();
-    s.backlog.pop_front();
-    net.charge(ctx, &skb, {.sym = Sym::kTcpV4DoRcv});
-    tcp_rcv(net, ctx, s, skb, (meta(skb).flags & kFlagVerified) != 0);
-  }
-  s.in_release = false;
+  run_backlog(net, s);
   end_call(net, s);  // what the backlog sent (ACK-clocked data) raised NET_RX in turn
 }
 
