@@ -6,6 +6,7 @@
 
 #include "sim/json_reader.hpp"
 #include "sim/kernel_groups.hpp"
+#include "sim/measure_profile.hpp"
 
 namespace skbsim::sim {
 namespace {
@@ -22,6 +23,17 @@ constexpr std::string_view kGroupPrefix = "group_scale:";
 // A group a preset may scale: one the model has symbols in (scaling an empty group would be a
 // parameter that moves nothing).
 bool scalable_group(std::string_view g) { return is_busy_group(g) && model_has_group(g); }
+
+// "user_copy, checksum, ...": the groups scalable_group() accepts, in the profile's order.
+std::string scalable_groups() {
+  std::string out;
+  for (const measure::ProfileGroup& g : measure::profile_groups()) {
+    if (scalable_group(g.name)) {
+      out += (out.empty() ? "" : ", ") + std::string(g.name);
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -57,8 +69,8 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
     for (auto it = gs->node().begin(); it != gs->node().end(); ++it) {
       if (!scalable_group(it.key())) {
         gs->child(it.key()).fail(
-            "expected a kernel-profile group the model has symbols in (docs/measure.md, \"The "
-            "kernel profile\"), got \"" + it.key() + "\"");
+            "expected a kernel-profile group the model has symbols in (" + scalable_groups() +
+            "), got \"" + it.key() + "\"");
       }
       p.group_scales_[it.key()] = valued(gs->child(it.key()), 0.05, 20);
     }

@@ -141,6 +141,19 @@ TEST(CostPresetGroups, AGroupTheModelDoesNotHaveIsAnErrorNamingItsPath) {
           << e.what();
     }
   }
+  doc["calls"]["group_scales"] = {{"ipp", {{"value", 0.5}, {"source", "s"}}}};
+  std::ofstream(file) << doc.dump(2);
+  try {
+    (void)CostPreset::load(file.string(), "p.json");
+    ADD_FAILURE() << "ipp accepted";
+  } catch (const InputError& e) {
+    // the groups it could have been, those the model has symbols in, and not the others
+    const std::string what = e.what();
+    EXPECT_NE(what.find("(user_copy, checksum, alloc_free, tcp, ip, device, skb, "),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("locking"), std::string::npos) << what;
+  }
   doc["calls"]["group_scales"] = {{"ip", {{"value", 0}, {"source", "s"}}}};
   std::ofstream(file) << doc.dump(2);
   EXPECT_THROW((void)CostPreset::load(file.string(), "p.json"), InputError);  // below 0.05
