@@ -177,17 +177,19 @@ namespace {
 // the reference host, within the block's tolerance; a count under one per hundred segments is
 // compared absolutely (the error column shows the difference, not a percentage), within one per
 // five hundred segments, since a relative error of a near-zero count says nothing.
-// One count, model against tracepoints: relatively within the tolerance, or, for a count too small
-// for a percentage to mean anything, absolutely within 0.002 per segment.
+// One figure, model against the kernel: relatively within the tolerance, or, for a value too small
+// for a percentage to mean anything, absolutely within `abs_tolerance` (a count: 0.002 per
+// segment).
 Check count_check(const std::string& scenario, const std::string& figure, double measured,
-                  double predicted, double tolerance_pct, bool relative, int decimals) {
+                  double predicted, double tolerance_pct, bool relative, int decimals,
+                  double abs_tolerance = 0.002) {
   const double diff = predicted - measured;
   const bool ok = relative ? std::abs(diff) <= tolerance_pct / 100.0 * measured
-                           : std::abs(diff) <= 0.002;
+                           : std::abs(diff) <= abs_tolerance;
   const std::string error =
       relative ? (diff >= 0 ? "+" : "") +
                      (measured > 0 ? fixed(100.0 * diff / measured, 1) + "%" : "inf")
-               : (diff >= 0 ? " +" : " ") + fixed(diff, 4);
+               : (diff >= 0 ? " +" : " ") + fixed(diff, decimals);
   return {scenario, figure, fixed(measured, decimals), fixed(predicted, decimals), error, ok};
 }
 
@@ -295,15 +297,8 @@ void profile_group_checks(const Scenario& sc, const RunResult& r, std::vector<Ch
     }
     const auto it = model.find(group);
     const double predicted = it == model.end() ? 0.0 : it->second;
-    const bool relative = measured >= 0.02;
-    const double diff = predicted - measured;
-    const bool ok = relative
-                        ? std::abs(diff) <= ref.profile_groups->tolerance_pct / 100.0 * measured
-                        : std::abs(diff) <= 0.01;
-    checks.push_back({sc.name, "profile us/KB " + group, fixed(measured, 3), fixed(predicted, 3),
-                      relative ? (diff >= 0 ? "+" : "") + fixed(100.0 * diff / measured, 1) + "%"
-                               : (diff >= 0 ? " +" : " ") + fixed(diff, 3),
-                      ok});
+    checks.push_back(count_check(sc.name, "profile us/KB " + group, measured, predicted,
+                                 ref.profile_groups->tolerance_pct, measured >= 0.02, 3, 0.01));
   }
   if (unmodelled > 0) {
     checks.push_back({sc.name, "profile us/KB not modelled", fixed(unmodelled, 3), "-", "", true});

@@ -19,6 +19,11 @@ constexpr std::uint8_t kFlagVerified = 4;      // the receiver's checksum is ver
 // as SKB_DATA_ALIGN(160) = 192 by sk_stream_alloc_pskb; 6.x L1_CACHE_ALIGN(128 + 176) = 320.
 std::uint32_t max_tcp_header(const Net& net) { return net.v2620() ? 192U : 320U; }
 
+// The receive window open now: the buffer less what is received and not yet read.
+std::uint32_t window_now(const TcpSock& s) {
+  return s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+}
+
 void submit(ExecCtx& ctx, std::function<void()> fn) { ctx.cpu().submit({&ctx, std::move(fn)}); }
 
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s);
@@ -157,7 +162,7 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   PacketMeta& m = meta(*c);
   m.ack = s.rcv_nxt;
   m.tsval = static_cast<std::uint32_t>(net.engine().now() / (kPsPerSec / 1000));  // tcp_clock_ms
-  m.wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+  m.wnd = window_now(s);
   s.last_adv_wnd = m.wnd;
   s.unacked_segs = 0;
   s.delack_armed = false;
@@ -446,7 +451,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   // to advertise has not shrunk since the last ACK (__tcp_select_window() >= rcv_wnd, both
   // versions). Data still unread shrinks it, so a receiver whose reader lags leaves the ACK to
   // the reader's tcp_cleanup_rbuf().
-  const std::uint32_t wnd_now = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+  const std::uint32_t wnd_now = window_now(s);
   if (s.unacked_segs >= 2 && wnd_now >= s.last_adv_wnd) {
     tcp_send_ack(net, ctx, s);
   } else {
@@ -458,7 +463,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
 // is unacknowledged), or a window update when the window now open is at least twice the one last
 // advertised.
 void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s) {
-  const std::uint32_t now_wnd = s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+  const std::uint32_t now_wnd = window_now(s);
   if ((s.delack_armed && s.unacked_segs >= 2) ||
       (now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss)) {
     tcp_send_ack(net, ctx, s);
@@ -528,7 +533,6 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
   net.charge(ctx, Sym::kTcpRecvmsg);
   s.recv_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
                                         : s.params.recv_size;
-  s.recv_copied = 0;
   recvmsg_copy(net, s);
 }
 
@@ -555,7 +559,6 @@ void recvmsg_copy(Net& net, TcpSock& s) {
     s.copied_seq = from + take;
     s.stats.bytes_received += take;
     s.recv_left -= take;
-    s.recv_copied += take;
     if (s.copied_seq == m.end_seq) {
       s.receive_queue.pop_front();
       net.free_skb(ctx, skb);
@@ -567,7 +570,9 @@ void recvmsg_copy(Net& net, TcpSock& s) {
   // in a task of its own, owning the socket meanwhile. Streams with a bounded read only: a
   // request/response reader stops at its message, and a read of "whatever is queued" has no room
   // to bound the call.
-  if (s.rr.in_size == 0 && s.params.recv_size != 0 && s.recv_copied > 0 && s.recv_left > 0) {
+  // (Something is copied when, for a bounded read, less than recv_size is left.)
+  if (s.rr.in_size == 0 && s.params.recv_size != 0 && s.recv_left < s.params.recv_size &&
+      s.recv_left > 0) {
     s.in_recv = true;
     net.engine().after_task(
         [&net, &s] { submit(*s.proc, [&net, &s] { recvmsg_more(net, s); }); });

@@ -107,10 +107,9 @@ struct TcpSock {
   bool reader_blocked = true;
   // A stream's recv() that copied something and has room left goes on while the backlog fills
   // (tcp_recvmsg_locked: "Do not sleep, just process backlog"): between its tasks it still owns
-  // the socket (`in_recv`), with `recv_left` bytes of room and `recv_copied` copied so far.
+  // the socket (`in_recv`), with `recv_left` bytes of room.
   bool in_recv = false;
   std::uint64_t recv_left = 0;
-  std::uint64_t recv_copied = 0;
   RrApp rr;
 
   // lock_sock: while the application's task runs (a send or recv call), softirq deliveries from
