@@ -50,4 +50,23 @@ std::vector<std::string> feature_names(Features f) {
   return out;
 }
 
+Features fix_features(Features f, KernelVersion v) {
+  if (v == KernelVersion::k2_6_20) {
+    if ((f & feat::kAllCsum) == 0) {
+      f &= ~feat::kSg;  // "Dropping NETIF_F_SG since no checksum feature."
+    }
+    if ((f & feat::kSg) == 0) {
+      f &= ~feat::kTso;  // "Dropping NETIF_F_TSO since no SG feature."
+    }
+    return f;
+  }
+  if ((f & feat::kSg) == 0) {
+    f &= ~feat::kTso;  // "Dropping TSO features since no SG feature."
+  }
+  if ((f & (feat::kHwCsum | feat::kIpCsum)) == 0) {
+    f &= ~feat::kTso;  // "Dropping TSO features since no CSUM feature."
+  }
+  return f;
+}
+
 }  // namespace skbsim::sim

@@ -39,4 +39,11 @@ inline constexpr Features kAllCsum = kIpCsum | kGenCsum | kIpv6Csum;
 std::optional<Features> feature_from_name(std::string_view name, KernelVersion v);
 std::vector<std::string> feature_names(Features f);
 
+// The combinations the kernel refuses, dropped as it drops them when a device registers or its
+// features change. 2.6.20 register_netdevice: SG needs a checksum feature, TSO needs SG. 6.x
+// netdev_fix_features: TSO needs SG and a checksum feature that covers IPv4 (HW_CSUM or
+// IP_CSUM); SG without any checksum feature is kept (veth with `ethtool -K tx off` still sends
+// skbs with frags).
+Features fix_features(Features f, KernelVersion v);
+
 }  // namespace skbsim::sim

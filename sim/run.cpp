@@ -83,14 +83,8 @@ void build(Net& net, const ScenarioSpec& spec, Built& b) {
         dev = &net.add_device<BridgeDevice>(ns, d.name);
         break;
     }
-    dev->features = d.features.value_or(default_features(d.kind, spec.kernel, d.modern));
-    // register_netdevice (2.6.20): SG needs a checksum feature, TSO needs SG.
-    if ((dev->features & feat::kAllCsum) == 0) {
-      dev->features &= ~feat::kSg;
-    }
-    if ((dev->features & feat::kSg) == 0) {
-      dev->features &= ~feat::kTso;
-    }
+    dev->features = fix_features(d.features.value_or(default_features(d.kind, spec.kernel, d.modern)),
+                                 spec.kernel);
     dev->mtu = d.mtu;
     if (d.tx_queue_len) {
       dev->tx_queue_len = *d.tx_queue_len;

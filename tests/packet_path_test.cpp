@@ -438,6 +438,36 @@ TEST(Veth6x, OffloadsOffSegmentAndChecksumInTheContainer) {
   EXPECT_GT(t[*i_sum].bytes, 0U);
 }
 
+// 6.x netdev_fix_features keeps SG on a device without any checksum feature (only 2.6.20's
+// register_netdevice dropped it), so `ethtool -K tx off` on a veth leaves software GSO making
+// segments whose payload stays in page frags: summed in place by csum_partial, not copied into a
+// linear head, and no pskb_expand_head to pull it there. The kernel's own trace of such a veth
+// shows 66-byte linear parts (skbsim measure, csum-off).
+TEST(Veth6x, SgWithoutChecksumOffloadKeepsThePayloadInFrags) {
+  ScenarioSpec s = veth6x(false);
+  for (DeviceSpec& d : s.devices) {
+    if (d.kind == DevKind::kVeth) {
+      d.features = Features{feat::kSg | feat::kHighDma | feat::kLltx};
+    }
+  }
+  const RunResult r = run_scenario(s);
+  const HostResult& a = host(r, "A");
+  ASSERT_GT(r.segments, 1000U) << profile(r, "A");
+  EXPECT_EQ(cell(a, Sym::kPskbExpandHead).calls, 0U) << profile(r, "A");
+  EXPECT_EQ(cell(a, Sym::kCsumPartialCopyGeneric).fused, 0U) << profile(r, "A");
+  EXPECT_NEAR(per_segment(r, cell(a, Sym::kSkbSegment).calls), 1.0, 0.01) << profile(r, "A");
+  const DevCounters::Side* xmit = nullptr;
+  for (const auto& [name, c] : a.devices) {
+    if (name == "A/veth1") {
+      xmit = &c.xmit;
+    }
+  }
+  ASSERT_NE(xmit, nullptr);
+  ASSERT_GT(xmit->skbs, 1000U);
+  EXPECT_GT(static_cast<double>(xmit->data_len) / static_cast<double>(xmit->skbs), kMss * 0.9)
+      << "the payload crosses the veth in frags";
+}
+
 // Every payload byte is summed in software (skb_segment's copy-and-sum), headers besides: at least
 // the payload per segment (an MSS, less the sub-MSS tails Nagle lets through).
 TEST(Veth6x, OffloadsOffChecksumsEveryPayloadByte) {

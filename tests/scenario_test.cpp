@@ -445,6 +445,19 @@ TEST(ScenarioJson, FeatureEditsApplyToTheKindsDefaults) {
   EXPECT_EQ(from_json(doc).spec.devices[1].features, Features{0});
 }
 
+// The combinations each version refuses (2.6.20 register_netdevice; 6.x netdev_fix_features).
+TEST(FixFeatures, SgWithoutChecksumIsDroppedOn2620OnlyAndTsoNeedsSgAndChecksumOn6x) {
+  using enum KernelVersion;
+  EXPECT_EQ(fix_features(feat::kSg | feat::kTso | feat::kHighDma, k2_6_20), feat::kHighDma);
+  EXPECT_EQ(fix_features(feat::kSg | feat::kTso | feat::kHighDma, k6x), feat::kSg | feat::kHighDma);
+  EXPECT_EQ(fix_features(feat::kTso | feat::kHwCsum, k6x), feat::kHwCsum);
+  EXPECT_EQ(fix_features(feat::kSg | feat::kTso | feat::kIpv6Csum, k6x), feat::kSg | feat::kIpv6Csum);
+  EXPECT_EQ(fix_features(feat::kSg | feat::kTso | feat::kIpCsum, k6x),
+            feat::kSg | feat::kTso | feat::kIpCsum);
+  EXPECT_EQ(fix_features(feat::kSg | feat::kTso | feat::kNoCsum, k2_6_20),
+            feat::kSg | feat::kTso | feat::kNoCsum);
+}
+
 TEST(ScenarioJson, CountMakesIdenticalFlows) {
   json doc = minimal_6x();
   doc["traffic"]["flows"][0]["count"] = 3;
