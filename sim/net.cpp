@@ -219,6 +219,11 @@ void Net::free_skb(ExecCtx& ctx, Skb& skb) {
   }
 }
 
+void Net::kfree_skb_now(ExecCtx& ctx, Skb& skb) {
+  OpCtx o = op(ctx);
+  ops::kfree_skb_now(o, skb);
+}
+
 void DevCounters::Side::count(const Skb& skb) noexcept {
   ++skbs;
   const std::uint32_t gso = skb.shinfo().gso_size != 0 ? skb.shinfo().gso_segs : 0;

@@ -263,6 +263,7 @@ class Net {
   void ip_forward(ExecCtx& ctx, Namespace& ns, Device& in, Skb& skb);
   void drop(ExecCtx& ctx, Skb& skb, DropReason why);
   void free_skb(ExecCtx& ctx, Skb& skb);  // kfree_skb (2.6.20) / consume_skb (6.x): a normal free
+  void kfree_skb_now(ExecCtx& ctx, Skb& skb);  // __kfree_skb: what TCP owns alone, untraced
   void hazard(const std::string& kind, const std::string& message, const std::string& where);
   // The receive-side checksum state a transport protocol's rcv function (`fn`, e.g. "udp_rcv")
   // finds: true when the checksum is known good (CHECKSUM_UNNECESSARY, COMPLETE, or a local

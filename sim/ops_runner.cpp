@@ -66,6 +66,7 @@ enum class Kind : std::uint8_t {
   kOrphan,
   kKfreeSkb,
   kConsumeSkb,
+  kKfreeSkbNow,
   kChecksum,
   kCopyAndCsumBits,
   kCsumPartial,
@@ -152,6 +153,7 @@ constexpr std::array kOps = {
     OpSpec{.name = "skb_orphan", .kind = Kind::kOrphan, .takes_skb = true},
     OpSpec{.name = "kfree_skb", .kind = Kind::kKfreeSkb, .takes_skb = true},
     OpSpec{.name = "consume_skb", .kind = Kind::kConsumeSkb, .takes_skb = true, .only_6x = true},
+    OpSpec{.name = "__kfree_skb", .kind = Kind::kKfreeSkbNow, .takes_skb = true},
     OpSpec{.name = "skb_checksum", .kind = Kind::kChecksum, .takes_skb = true,
            .args = {"offset", "len"}},
     OpSpec{.name = "skb_copy_and_csum_bits", .kind = Kind::kCopyAndCsumBits, .takes_skb = true,
@@ -917,6 +919,9 @@ class Runner {
         }
         return nullptr;
       }
+      case Kind::kKfreeSkbNow:  // __kfree_skb(NULL) dereferences it: no NULL check there
+        ops::kfree_skb_now(ctx_, *resolve(call, call.skb, true, false).skb);
+        return nullptr;
       case Kind::kChecksum:
         ops::checksum(ctx_, skb(call), u32("offset"), u32("len"));
         return nullptr;

@@ -358,7 +358,9 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
       Skb& done = s.write_queue.front();
       s.write_queue.pop_front();
       s.wmem_queued -= done.truesize();
-      net.free_skb(ctx, done);  // sk_stream_free_skb: the original, kept until ACKed
+      // The original, kept until ACKed: 2.6.20 sk_stream_free_skb, 6.x tcp_wmem_free_skb, both
+      // __kfree_skb.
+      net.kfree_skb_now(ctx, done);
     }
   }
   s.snd_wnd = m.wnd;
@@ -561,7 +563,9 @@ void recvmsg_copy(Net& net, TcpSock& s) {
     s.recv_left -= take;
     if (s.copied_seq == m.end_seq) {
       s.receive_queue.pop_front();
-      net.free_skb(ctx, skb);
+      // 2.6.20 sk_eat_skb, 6.x tcp_eat_recv_skb: __kfree_skb (6.x through skb_attempt_defer_free,
+      // which hands it to the allocating CPU's next softirq; the model frees it here).
+      net.kfree_skb_now(ctx, skb);
     }
     rr_read(s, take);
   }
@@ -639,7 +643,7 @@ void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
     tcp_data(net, ctx, s, skb, verified);
     return;
   }
-  net.free_skb(ctx, skb);
+  net.kfree_skb_now(ctx, skb);  // tcp_rcv_established: a pure ACK is __kfree_skb'd (both versions)
 }
 
 // release_sock -> __release_sock: the backlog, in the owner's context (sk_backlog_rcv =
@@ -698,7 +702,7 @@ bool backlog_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
     t.ack = m.ack;
     t.wnd = m.wnd;
   }
-  net.free_skb(ctx, skb);  // kfree_skb_partial
+  net.kfree_skb_now(ctx, skb);  // kfree_skb_partial: __kfree_skb when no head was stolen
   return true;
 }
 

@@ -773,6 +773,20 @@ void orphan(OpCtx& ctx, Skb& skb) {
 
 void kfree_skb(OpCtx& ctx, Skb& skb) { kfree_skb_impl(ctx, skb, Sym::kKfreeSkb); }
 
+void kfree_skb_now(OpCtx& ctx, Skb& skb) {
+  if (!skb.live()) {
+    raise_bug("double free", Sym::kKfreeSkbFree, skb.id(), "the skb was already freed");
+  }
+  if (skb.users() != 1) {
+    raise_bug("__kfree_skb on a shared skb", Sym::kKfreeSkbFree, skb.id(),
+              std::to_string(skb.users()) + " users; kfree_skb or consume_skb drop one");
+  }
+  record(ctx, skb, {.sym = Sym::kKfreeSkbFree});
+  run_destructor(ctx, skb);
+  release_data(ctx, skb, Sym::kKfreeSkbFree);
+  kfree_skbmem(ctx, skb);
+}
+
 void consume_skb(OpCtx& ctx, Skb& skb) {
   if (!ctx.kernel.has_consume_skb) {
     throw UnsupportedOp("consume_skb does not exist in " + std::string(ctx.kernel.name));

@@ -317,11 +317,11 @@ TEST(Thread2007, TraceOfOneSegmentInConfigB) {
   EXPECT_EQ(t[*i_e1000].skb_id, clone);
   EXPECT_EQ(t[*i_e1000].host, "A");
 
-  // The receiver gets it, then the ACK frees the original (kfree_skb: there is no consume_skb in
-  // 2.6.20), last of all.
+  // The receiver gets it, then the ACK frees the original, last of all: tcp_clean_rtx_queue ->
+  // sk_stream_free_skb -> __kfree_skb (TCP owns it alone; no kfree_skb, so no drop tracepoint).
   std::optional<std::size_t> i_free;
   for (std::size_t i = t.size(); i-- > 0;) {
-    if (t[i].what == "kfree_skb" && t[i].skb_id == original) {
+    if (t[i].what == "__kfree_skb" && t[i].skb_id == original) {
       i_free = i;
       break;
     }
@@ -436,6 +436,30 @@ TEST(Veth6x, OffloadsOffSegmentAndChecksumInTheContainer) {
   EXPECT_LT(*i_veth, *i_fwd);
   EXPECT_LE(t[*i_sum].bytes, kMss);
   EXPECT_GT(t[*i_sum].bytes, 0U);
+}
+
+// Which frees a 6.x kernel traces as consume_skb: the GSO skb validate_xmit_skb consumes once
+// segmented, and the NIC's completed transmits (dev_kfree_skb_any). TCP frees what it owns with
+// __kfree_skb: the ACKed originals (tcp_wmem_free_skb), the read skbs (tcp_eat_recv_skb), the pure
+// ACKs (tcp_rcv_established). The kernel's trace of a veth stream agrees (skbsim measure:
+// consume_skb from validate_xmit_skb only).
+TEST(Veth6x, ConsumeSkbIsTheSegmentedGsoSkbsAndTheNicsCompletionsOnly) {
+  for (const bool offloads : {true, false}) {
+    const RunResult& r = cached_veth6x(offloads);
+    for (const HostResult& h : r.hosts) {
+      double nic_xmits = 0;
+      for (const auto& [name, c] : h.devices) {
+        if (name.find("/eth") != std::string::npos) {  // the NICs, not the veths
+          nic_xmits += static_cast<double>(c.xmit.skbs);
+        }
+      }
+      const double expected = nic_xmits + static_cast<double>(cell(h, Sym::kSkbGsoSegment).calls);
+      ASSERT_GT(expected, 100.0) << h.name;
+      EXPECT_NEAR(static_cast<double>(cell(h, Sym::kConsumeSkb).calls), expected, 0.02 * expected)
+          << "offloads " << offloads << "\n" << profile(r, h.name);
+      EXPECT_GT(cell(h, Sym::kKfreeSkbFree).calls, cell(h, Sym::kConsumeSkb).calls) << h.name;
+    }
+  }
 }
 
 // 6.x netdev_fix_features keeps SG on a device without any checksum feature (only 2.6.20's

@@ -1646,6 +1646,34 @@ TEST_P(Free, NohdrSubtractsBoth_skb_release_data) {
   EXPECT_TRUE(env.pool.empty());
 }
 
+// __kfree_skb frees at once, without kfree_skb's or consume_skb's entry (so without their
+// tracepoints): the destructor runs, a clone's dataref drops, the original's data stays.
+TEST_P(Free, KfreeNowFreesWithoutTheTracedEntry___kfree_skb) {
+  const TcpPair p = tcp_transmit(env);
+  const DataBuf* x = &p.o->buf();
+  ops::kfree_skb_now(ctx(), *p.c);
+  EXPECT_FALSE(p.c->live());
+  EXPECT_TRUE(x->live);
+  ops::kfree_skb_now(ctx(), *p.o);
+  EXPECT_FALSE(x->live);
+  EXPECT_EQ(env.calls(Sym::kKfreeSkbFree), 2U);
+  EXPECT_EQ(env.calls(Sym::kKfreeSkb), 0U);
+  EXPECT_EQ(env.calls(Sym::kConsumeSkb), 0U);
+  EXPECT_TRUE(env.pool.empty());
+}
+
+// __kfree_skb does not read users: on a shared skb it would free what another user holds.
+TEST_P(Free, KfreeNowOnASharedSkbBugs___kfree_skb) {
+  Skb* s = frag_skb(env, 0);
+  ops::get(ctx(), *s);
+  EXPECT_EQ(bug_of([&] { ops::kfree_skb_now(ctx(), *s); }), "__kfree_skb on a shared skb");
+  EXPECT_TRUE(s->live());
+  ops::kfree_skb(ctx(), *s);
+  ops::kfree_skb_now(ctx(), *s);
+  EXPECT_EQ(bug_of([&] { ops::kfree_skb_now(ctx(), *s); }), "double free");
+  EXPECT_TRUE(env.pool.empty());
+}
+
 TEST_P(Free, DoubleFreeBugs_kfree_skb) {
   Skb* s = frag_skb(env, 0);
   ops::kfree_skb(ctx(), *s);

@@ -154,6 +154,12 @@ void orphan(OpCtx& ctx, Skb& skb);
 void kfree_skb(OpCtx& ctx, Skb& skb);
 // consume_skb() (6.x only): the same memory effect, recorded as a consume, not a drop.
 void consume_skb(OpCtx& ctx, Skb& skb);
+// __kfree_skb(): frees an skb its caller knows to hold the only user of, without reading users
+// and without the skb:kfree_skb or skb:consume_skb tracepoint. TCP frees this way what it owns:
+// the retransmit queue's originals once ACKed (sk_stream_free_skb / tcp_wmem_free_skb), the
+// receive queue's skbs once read (sk_eat_skb / tcp_eat_recv_skb), the pure ACKs it received. A
+// shared skb is a bug here (the kernel would free what another user still holds).
+void kfree_skb_now(OpCtx& ctx, Skb& skb);
 
 // ---- checksums and writes ---------------------------------------------------------------------
 
