@@ -411,6 +411,11 @@ measure::Machine describe_machine(ScratchDir& scratch) {
   }
   m.dmi_vendor = first_line(read_text("/sys/class/dmi/id/sys_vendor"));
   m.dmi_product = first_line(read_text("/sys/class/dmi/id/product_name"));
+  const std::string small = first_line(read_text("/sys/kernel/slab/skbuff_small_head/object_size"));
+  if (!small.empty() && small.find_first_not_of("0123456789") == std::string::npos &&
+      small.size() < 7) {
+    m.small_head_bytes = static_cast<std::uint32_t>(std::stoul(small));
+  }
   return m;
 }
 

@@ -146,6 +146,8 @@ struct Machine {
   std::string systemd_detect_container;  // systemd-detect-virt --container
   std::string dmi_vendor;                // /sys/class/dmi/id/sys_vendor, "" when absent
   std::string dmi_product;               // /sys/class/dmi/id/product_name
+  // /sys/kernel/slab/skbuff_small_head/object_size (6.x): tells the build's MAX_HEADER.
+  std::optional<std::uint32_t> small_head_bytes;
   // "<vm>" or "<vm>+<container>": the vm from the kernel log, else systemd-detect-virt --vm, else
   // the DMI vendor, else "hypervisor" (the cpuinfo flag alone), else "none"; the container from
   // systemd-detect-virt --container when not "none".

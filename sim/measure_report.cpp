@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "skbsim/kernel.hpp"
+
 namespace skbsim::sim::measure {
 namespace {
 
@@ -292,6 +294,8 @@ ojson machine_json(const Machine& m) {
           {"cpu_mhz", m.cpu_mhz ? ojson(rounded(*m.cpu_mhz, 3)) : ojson(nullptr)},
           {"cpus", m.cpus},
           {"clk_tck", m.clk_tck},
+          {"skbuff_small_head_bytes",
+           m.small_head_bytes ? ojson(*m.small_head_bytes) : ojson(nullptr)},
           {"virtualisation", m.virtualisation()},
           {"virtualisation_sources",
            {{"kernel_log_hypervisor", m.kernel_hypervisor},
@@ -931,6 +935,22 @@ ojson measurement_json(const MeasureContext& ctx, const ConfigResult& r) {
   return j;
 }
 
+// The build's MAX_HEADER, from the machine's skbuff_small_head objects; none when they do not
+// tell (no such cache, as before 6.3, or a size no config gives).
+std::optional<ojson> kernel_config_json(const Machine& m) {
+  if (!m.small_head_bytes) {
+    return std::nullopt;
+  }
+  const auto mh = KernelModel::max_header_from_small_head(*m.small_head_bytes);
+  if (!mh) {
+    return std::nullopt;
+  }
+  return ojson{{"max_header", *mh},
+               {"comment", "MAX_HEADER " + std::to_string(*mh) + ": the one build value that gives " +
+                               std::to_string(*m.small_head_bytes) +
+                               "-byte skbuff_small_head objects, as this kernel has"}};
+}
+
 ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std::string& extends,
                     const std::string& measurement_file) {
   const NetPlan plan = plan_for(r.config.topology);
@@ -940,6 +960,9 @@ ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std:
   j["extends"] = extends;
   j["name"] = "measured-" + r.config.name();
   j["description"] = scenario_description(ctx, r);
+  if (const auto kc = kernel_config_json(ctx.machine)) {
+    j["kernel_config"] = *kc;
+  }
   j["hosts"] = {{"M", {{"cpus", cpus}, {"cpus_counted", cpus}}}};
   ojson devices = ojson::object();
   for (const PlanDevice& d : plan.devices) {

@@ -102,8 +102,7 @@ class CtxTraceSink final : public TraceSink {
 
 }  // namespace
 
-Net::Net(KernelVersion version, const CostModel& model)
-    : kernel_(&KernelModel::get(version)), model_(model) {}
+Net::Net(const KernelModel& kernel, const CostModel& model) : kernel_(kernel), model_(model) {}
 
 Net::~Net() {
   // Free what the run still holds so the pool's leak accounting is about the model, not teardown.
@@ -212,7 +211,7 @@ void Net::drop(ExecCtx& ctx, Skb& skb, DropReason why) {
 
 void Net::free_skb(ExecCtx& ctx, Skb& skb) {
   OpCtx o = op(ctx);
-  if (kernel_->has_consume_skb) {
+  if (kernel_.has_consume_skb) {
     ops::consume_skb(o, skb);
   } else {
     ops::kfree_skb(o, skb);

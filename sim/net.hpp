@@ -204,13 +204,13 @@ inline std::uint32_t ll_reserved_space(const Device& dev) noexcept {
 
 class Net {
  public:
-  Net(KernelVersion version, const CostModel& model);
+  Net(const KernelModel& kernel, const CostModel& model);
   ~Net();
   Net(const Net&) = delete;
   Net& operator=(const Net&) = delete;
 
-  const KernelModel& kernel() const noexcept { return *kernel_; }
-  bool v2620() const noexcept { return kernel_->version == KernelVersion::k2_6_20; }
+  const KernelModel& kernel() const noexcept { return kernel_; }
+  bool v2620() const noexcept { return kernel_.version == KernelVersion::k2_6_20; }
   Engine& engine() noexcept { return engine_; }
   SkbPool& pool() noexcept { return pool_; }
   const CostModel& cost_model() const noexcept { return model_; }
@@ -232,7 +232,7 @@ class Net {
   const std::vector<std::unique_ptr<Device>>& devices() const noexcept { return devices_; }
 
   // ---- kernel paths (stack.cpp) ---------------------------------------------------------------
-  OpCtx op(ExecCtx& ctx) noexcept { return OpCtx(*kernel_, pool_, ctx.ledger()); }
+  OpCtx op(ExecCtx& ctx) noexcept { return OpCtx(kernel_, pool_, ctx.ledger()); }
   void charge(ExecCtx& ctx, const Skb* skb, const Work& w);
   void charge(ExecCtx& ctx, Sym s) { charge(ctx, nullptr, Work{.sym = s}); }
   // A hop in a traced skb's life ("<what> <a> <b> ..."); the text is built only when the skb is
@@ -304,7 +304,7 @@ class Net {
   void local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb);
   bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);
 
-  const KernelModel* kernel_;
+  KernelModel kernel_;  // the version's model with the scenario's kernel_config
   CostModel model_;
   Engine engine_;
   SkbPool pool_;

@@ -210,7 +210,9 @@ std::string_view traffic_type_name(TrafficType t) noexcept {
 }
 
 RunResult run_scenario(const ScenarioSpec& spec) {
-  Net net(spec.kernel, spec.cost);
+  Net net(spec.max_header ? KernelModel::configured(spec.kernel, *spec.max_header)
+                          : KernelModel::get(spec.kernel),
+          spec.cost);
   Built b;
   build(net, spec, b);
   net.trace_segment(spec.trace_segment);

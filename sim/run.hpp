@@ -83,6 +83,7 @@ struct FlowSpec {
 
 struct ScenarioSpec {
   KernelVersion kernel = KernelVersion::k2_6_20;
+  std::optional<std::uint32_t> max_header;  // kernel_config.max_header: MAX_HEADER of the build
   CostModel cost;
   std::vector<HostSpec> hosts;
   std::vector<NamespaceSpec> namespaces;

@@ -451,6 +451,13 @@ class Validator {
     kernel_ = root_.child("kernel").enum_of({"2.6.20", "6.x"}) == "2.6.20" ? KernelVersion::k2_6_20
                                                                            : KernelVersion::k6x;
     s.spec.kernel = kernel_;
+    if (const auto kc = root_.optional_child("kernel_config")) {
+      reject_unknown(*kc, scenario_keys::kKernelConfig);
+      if (kc->has("max_header")) {
+        // MAX_HEADER: LL_MAX_HEADER (32 to 128) plus 48 with tunnels; 16 to 512 takes any build.
+        s.spec.max_header = static_cast<std::uint32_t>(kc->child("max_header").uint_in(16, 512));
+      }
+    }
     load_preset(root_.child("preset"));
     s.spec.seed = root_.uint_or("seed", 0, std::numeric_limits<std::uint64_t>::max(), 1);
     read_hosts(root_.child("hosts"));

@@ -106,9 +106,10 @@ Scenario scenario_from_json(const nlohmann::json& merged, const std::string& fil
 namespace scenario_keys {
 // Every object but the top level (which has "description") and a feature edit may carry a
 // "comment" string, ignored by the reader.
-inline constexpr std::array<std::string_view, 14> kTop = {
-    "schema", "name",       "description", "extends", "kernel",  "preset",        "seed",
-    "hosts",  "namespaces", "devices",     "traffic", "patches", "trace_segment", "reference"};
+inline constexpr std::array<std::string_view, 15> kTop = {
+    "schema",  "name",  "description", "extends", "kernel",  "kernel_config", "preset", "seed",
+    "hosts",   "namespaces", "devices", "traffic", "patches", "trace_segment", "reference"};
+inline constexpr std::array<std::string_view, 2> kKernelConfig = {"max_header", "comment"};
 inline constexpr std::array<std::string_view, 4> kHost = {"name", "cpus", "cpus_counted",
                                                           "comment"};
 inline constexpr std::array<std::string_view, 6> kNamespace = {"name",      "host",   "ip_forward",

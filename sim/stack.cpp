@@ -68,7 +68,7 @@ void Net::ip_finish_output2(ExecCtx& ctx, Device& dev, Skb& skb) {
   if (dev.hard_header_len > 0 && s->headroom() < need) {
     // skb_realloc_headroom(): a clone given a bigger private head, the original freed.
     Skb* n = ops::clone(o, *s);
-    if (n == nullptr || ops::expand_head(o, *n, kernel_->data_align(need - s->headroom()), 0) != 0) {
+    if (n == nullptr || ops::expand_head(o, *n, kernel_.data_align(need - s->headroom()), 0) != 0) {
       if (n != nullptr) {
         ops::kfree_skb(o, *n);
       }

@@ -15,9 +15,9 @@ constexpr std::uint32_t kChecksumBreak = 76;   // CHECKSUM_BREAK: short skbs are
 constexpr Time kDelackMin = 40 * 1000 * kPsPerUs;  // TCP_DELACK_MIN (HZ/25)
 constexpr std::uint8_t kFlagVerified = 4;      // the receiver's checksum is verified
 
-// MAX_TCP_HEADER: 2.6.20 i386 128 + MAX_HEADER (32, Ethernet-only LL_MAX_HEADER) = 160, reserved
-// as SKB_DATA_ALIGN(160) = 192 by sk_stream_alloc_pskb; 6.x L1_CACHE_ALIGN(128 + 176) = 320.
-std::uint32_t max_tcp_header(const Net& net) { return net.v2620() ? 192U : 320U; }
+// The headroom TCP reserves (KernelModel::max_tcp_header): 2.6.20 i386 SKB_DATA_ALIGN(128 + 32)
+// = 192, 6.x with a distribution config L1_CACHE_ALIGN(128 + 176) = 320.
+std::uint32_t max_tcp_header(const Net& net) { return net.kernel().max_tcp_header; }
 
 // The receive window open now: the buffer less what is received and not yet read.
 std::uint32_t window_now(const TcpSock& s) {

@@ -1,5 +1,6 @@
 #include "skbsim/kernel.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 
@@ -22,6 +23,8 @@ constexpr KernelModel k2620{
     .max_skb_frags = 18,
     .net_skb_pad = 16,
     .page_bytes = 4096,
+    .max_header = 32,
+    .max_tcp_header = 192,  // SKB_DATA_ALIGN(128 + 32)
     .small_head_cache_bytes = 0,
     .fclone_cache_bytes = 2 * 168 + 4,
     .has_skb_cow_head = false,
@@ -47,6 +50,8 @@ constexpr KernelModel k6x{
     .max_skb_frags = 17,
     .net_skb_pad = 64,
     .page_bytes = 4096,
+    .max_header = 176,
+    .max_tcp_header = 320,  // L1_CACHE_ALIGN(128 + 176)
     .small_head_cache_bytes = 704,
     .fclone_cache_bytes = 2 * 232 + 8,
     .has_skb_cow_head = true,
@@ -77,6 +82,32 @@ std::uint32_t round_general_cache(std::uint32_t bytes, std::uint32_t smallest,
 
 const KernelModel& KernelModel::get(KernelVersion v) noexcept {
   return v == KernelVersion::k2_6_20 ? k2620 : k6x;
+}
+
+KernelModel KernelModel::configured(KernelVersion v, std::uint32_t max_header) noexcept {
+  KernelModel k = get(v);
+  k.max_header = max_header;
+  k.max_tcp_header = k.data_align(128 + max_header);  // 2.6.20 SKB_DATA_ALIGN; 6.x L1_CACHE_ALIGN
+  if (v == KernelVersion::k6x) {
+    const std::uint32_t gro_max_head_pad = max_header + 128 + k.net_skb_pad;  // NET_IP_ALIGN 0
+    std::uint32_t small =
+        k.data_align(std::max(k.max_tcp_header, gro_max_head_pad)) + k.data_align(k.shinfo_bytes);
+    if (std::has_single_bit(small)) {
+      small += k.cache_line_bytes;
+    }
+    k.small_head_cache_bytes = small;
+  }
+  return k;
+}
+
+std::optional<std::uint32_t> KernelModel::max_header_from_small_head(
+    std::uint32_t object_bytes) noexcept {
+  for (const std::uint32_t mh : {32U, 80U, 96U, 128U, 144U, 176U}) {
+    if (configured(KernelVersion::k6x, mh).small_head_cache_bytes == object_bytes) {
+      return mh;
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<KernelVersion> KernelModel::parse(std::string_view name) noexcept {

@@ -35,5 +35,41 @@ TEST(KernelModel, IpSummedRenumbered) {
   EXPECT_EQ(KernelModel::get(KernelVersion::k6x).ip_summed_value(IpSummed::kUnnecessary), 1);
 }
 
+// MAX_HEADER sets TCP's headroom and the 6.x small-head cache (net/core/skbuff.c
+// SKB_SMALL_HEAD_SIZE = SKB_HEAD_ALIGN(max(MAX_TCP_HEADER, GRO_MAX_HEAD_PAD))). The defaults are
+// what configured() gives for their own MAX_HEADER.
+TEST(KernelModel, MaxHeaderSetsTcpHeadroomAndTheSmallHeadCache) {
+  for (const KernelVersion v : {KernelVersion::k2_6_20, KernelVersion::k6x}) {
+    const KernelModel& d = KernelModel::get(v);
+    const KernelModel c = KernelModel::configured(v, d.max_header);
+    EXPECT_EQ(c.max_tcp_header, d.max_tcp_header);
+    EXPECT_EQ(c.small_head_cache_bytes, d.small_head_cache_bytes);
+  }
+  // A distribution build: LL_MAX_HEADER 128 + 48 for tunnels.
+  const KernelModel distro = KernelModel::configured(KernelVersion::k6x, 176);
+  EXPECT_EQ(distro.max_tcp_header, 320U);
+  EXPECT_EQ(distro.small_head_cache_bytes, 384U + 320U);  // GRO_MAX_HEAD_PAD 368 rounds to 384
+  // An Ethernet-only build without tunnels (this project's measured VM: 576-byte objects).
+  const KernelModel minimal = KernelModel::configured(KernelVersion::k6x, 32);
+  EXPECT_EQ(minimal.max_tcp_header, 192U);
+  EXPECT_EQ(minimal.small_head_cache_bytes, 256U + 320U);  // GRO_MAX_HEAD_PAD 224 rounds to 256
+  // 2.6.20 has no small-head cache.
+  EXPECT_EQ(KernelModel::configured(KernelVersion::k2_6_20, 80).small_head_cache_bytes, 0U);
+  EXPECT_EQ(KernelModel::configured(KernelVersion::k2_6_20, 80).max_tcp_header, 256U);
+}
+
+TEST(KernelModel, MaxHeaderIsReadBackFromTheSmallHeadObjectSize) {
+  EXPECT_EQ(KernelModel::max_header_from_small_head(576), 32U);
+  // 704 bytes: 144 (LL_MAX_HEADER 96 and tunnels) and 176 (128 and tunnels) both give it, and the
+  // same MAX_TCP_HEADER: the model cannot tell them apart and needs not.
+  EXPECT_EQ(KernelModel::max_header_from_small_head(704), 144U);
+  EXPECT_EQ(KernelModel::configured(KernelVersion::k6x, 144).max_tcp_header,
+            KernelModel::get(KernelVersion::k6x).max_tcp_header);
+  // 640 bytes: Ethernet-only with tunnels (80); LL_MAX_HEADER 96 without them gives the same size,
+  // and the smaller is taken.
+  EXPECT_EQ(KernelModel::max_header_from_small_head(640), 80U);
+  EXPECT_EQ(KernelModel::max_header_from_small_head(1000), std::nullopt);
+}
+
 }  // namespace
 }  // namespace skbsim

@@ -720,6 +720,20 @@ TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
   }
 }
 
+// The machine's skbuff_small_head object size becomes the scenario's kernel_config.max_header,
+// which the model then builds its kernel with; a size no build gives leaves it out.
+TEST(MeasureReport, ScenarioKernelConfigComesFromTheSmallHeadObjectSize) {
+  const ConfigResult r = sample_result(Topology::kDirect);
+  MeasureContext ctx = sample_context();
+  EXPECT_FALSE(scenario_json(ctx, r, "x.json", "measurements/x.json").contains("kernel_config"));
+  ctx.machine.small_head_bytes = 576;
+  const auto doc = scenario_json(ctx, r, "x.json", "measurements/x.json");
+  EXPECT_EQ(doc["kernel_config"]["max_header"], 32);
+  EXPECT_EQ(measurement_json(ctx, r)["machine"]["skbuff_small_head_bytes"], 576);
+  ctx.machine.small_head_bytes = 1000;
+  EXPECT_FALSE(scenario_json(ctx, r, "x.json", "measurements/x.json").contains("kernel_config"));
+}
+
 // reference.profile_groups: the traced run's CPU-weighted group shares times the untraced runs'
 // median service demand (1.0 here), so the scenario's groups are µs/KB a fit can use.
 TEST(MeasureReport, ScenarioReferenceHoldsTheProfileGroupsInMicrosecondsPerKilobyte) {

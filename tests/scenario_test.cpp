@@ -522,6 +522,18 @@ TEST(ScenarioJson, AFlowMayBeExpectedToLoop) {
       "(path A/root -> A/eth0 -> B/eth0 -> B/root)");
 }
 
+TEST(ScenarioJson, KernelConfigSetsMaxHeaderWithinWhatABuildCanHave) {
+  json doc = minimal_6x();
+  EXPECT_EQ(from_json(doc).spec.max_header, std::nullopt);
+  doc["kernel_config"] = json::parse(R"({"max_header": 32, "comment": "minimal build"})");
+  EXPECT_EQ(from_json(doc).spec.max_header, 32U);
+  doc["kernel_config"]["max_header"] = 4;
+  EXPECT_EQ(from_json_error(doc).rfind("t.json: /kernel_config/max_header: ", 0), 0U)
+      << from_json_error(doc);
+  doc["kernel_config"] = json::parse(R"({"max_headers": 32})");
+  EXPECT_NE(from_json_error(doc).find("/kernel_config"), std::string::npos) << from_json_error(doc);
+}
+
 TEST(ScenarioJson, ExtendsIsAnErrorInAMergedDocument) {
   json doc = minimal_6x();
   doc["extends"] = "base.json";

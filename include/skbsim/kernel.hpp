@@ -38,6 +38,14 @@ struct KernelModel {
   std::uint32_t max_skb_frags;  // MAX_SKB_FRAGS
   std::uint32_t net_skb_pad;    // NET_SKB_PAD
   std::uint32_t page_bytes;     // PAGE_SIZE
+  // MAX_HEADER (include/linux/netdevice.h): LL_MAX_HEADER (32 for an Ethernet-only build, 96 or
+  // 128 with Hyper-V, WLAN or AX.25) plus 48 when IP or IPv6 tunnels are configured. It sets the
+  // headroom TCP reserves and, in 6.x, the small-head cache; see configured().
+  std::uint32_t max_header;
+  // The headroom a TCP skb is allocated with: 2.6.20 sk_stream_alloc_pskb reserves
+  // SKB_DATA_ALIGN(MAX_TCP_HEADER), 6.x tcp_stream_alloc_skb MAX_TCP_HEADER; MAX_TCP_HEADER is
+  // 128 + MAX_HEADER (2.6.20) or L1_CACHE_ALIGN(128 + MAX_HEADER) (6.x).
+  std::uint32_t max_tcp_header;
   // 6.x skb_small_head_cache object size (SKB_SMALL_HEAD_CACHE_SIZE); 0 where there is none.
   std::uint32_t small_head_cache_bytes;
   // sizeof(struct sk_buff_fclones) / the 2.6.20 fclone cache object (two sk_buffs + atomic_t).
@@ -49,7 +57,18 @@ struct KernelModel {
   bool slack_is_tailroom;  // 6.x __alloc_skb puts kmalloc slack into tailroom and truesize
   bool shinfo_in_truesize; // 6.x SKB_TRUESIZE counts the shared info
 
+  // The version's model as built for its usual config (2.6.20: an Ethernet-only i386 build,
+  // MAX_HEADER 32; 6.x: a distribution x86_64 build, MAX_HEADER 176).
   static const KernelModel& get(KernelVersion v) noexcept;
+  // The same with another MAX_HEADER, and what follows from it: max_tcp_header and, in 6.x,
+  // SKB_SMALL_HEAD_CACHE_SIZE = SKB_HEAD_ALIGN(max(MAX_TCP_HEADER, GRO_MAX_HEAD_PAD)) (plus a
+  // cache line if that is a power of two), GRO_MAX_HEAD_PAD = MAX_HEADER + 128 + NET_SKB_PAD.
+  static KernelModel configured(KernelVersion v, std::uint32_t max_header) noexcept;
+  // The MAX_HEADER a 6.x kernel was built with, from its skbuff_small_head object size
+  // (/sys/kernel/slab/skbuff_small_head/object_size): the smallest of the values the config can
+  // give (32, 80, 96, 128, 144, 176) that yields it; nullopt when none does. Where two give the
+  // same size they give the same MAX_TCP_HEADER too, so the model does not depend on the choice.
+  static std::optional<std::uint32_t> max_header_from_small_head(std::uint32_t object_bytes) noexcept;
   // "2.6.20" or "6.x" (also "6", "6.12" ... "6.18"); nullopt otherwise.
   static std::optional<KernelVersion> parse(std::string_view name) noexcept;
 
