@@ -412,6 +412,47 @@ void arm_delack(Net& net, ExecCtx& ctx, TcpSock& s) {
   });
 }
 
+// 6.x tcp_try_coalesce: `skb`, in sequence after the receive queue's tail, merged into that tail
+// (skb_try_coalesce) so that one skb carries both and the reader copies and frees one. Whether it
+// can depends on the skbs: frags appended while the tail is not cloned and both fit in
+// MAX_SKB_FRAGS (veth with SG: skb_segment's segments, a forwarded TSO skb); never a linear
+// segment (offloads off: its kmalloc'd head cannot be stolen) nor a clone the sender still
+// holds the original of (direct veth with TSO). The merged skb's truesize is charged to the
+// socket (sk_rmem_alloc += delta); the caller frees `skb` (kfree_skb_partial). 2.6.20 queues
+// every skb.
+bool tcp_try_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
+  if (net.v2620() || s.receive_queue.empty()) {
+    return false;
+  }
+  Skb& tail = s.receive_queue.back();
+  PacketMeta& t = meta(tail);
+  const PacketMeta& m = meta(skb);
+  if (m.seq != t.end_seq || (m.flags & kFlagVerified) != (t.flags & kFlagVerified)) {
+    return false;
+  }
+  OpCtx o = net.op(ctx);
+  std::uint32_t delta = 0;
+  if (!ops::try_coalesce(o, tail, skb, &delta)) {
+    return false;
+  }
+  s.sk.rmem_alloc += static_cast<std::int64_t>(delta);
+  t.end_seq = m.end_seq;
+  t.ack = m.ack;
+  t.flags |= m.flags;
+  net.hop(ctx, skb, "tcp_try_coalesce: into skb ", std::to_string(tail.id()));
+  return true;
+}
+
+// tcp_queue_rcv (6.x) / __skb_queue_tail (2.6.20): the in-sequence skb onto the receive queue,
+// or into its tail. True when it was merged and is the caller's to free.
+bool tcp_queue_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
+  if (tcp_try_coalesce(net, ctx, s, skb)) {
+    return true;
+  }
+  s.receive_queue.push_back(skb);
+  return false;
+}
+
 void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   OpCtx o = net.op(ctx);
   PacketMeta& m = meta(skb);
@@ -419,8 +460,8 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   if (verified) {
     m.flags |= kFlagVerified;
   }
-  ops::set_owner_r(o, skb, s.sk);
   if (m.seq != s.rcv_nxt) {
+    ops::set_owner_r(o, skb, s.sk);
     // tcp_data_queue_ofo: an skb that overtook an earlier one (sent from another CPU, whose
     // backlog ran first) waits in sequence order for the hole to fill, and the receiver ACKs at
     // once (__tcp_ack_snd_check: out-of-order data). Loss, SACK and retransmission are not
@@ -435,15 +476,21 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
     return;
   }
   s.rcv_nxt = m.end_seq;
-  s.receive_queue.push_back(skb);
   s.unacked_segs += std::max(1U, skb.shinfo().gso_segs);
-  // tcp_ofo_queue: what waited for this one moves to the receive queue
+  if (tcp_queue_rcv(net, ctx, s, skb)) {
+    net.kfree_skb_now(ctx, skb);  // kfree_skb_partial: no head was stolen
+  } else {
+    ops::set_owner_r(o, skb, s.sk);
+  }
+  // tcp_ofo_queue: what waited for this one moves to the receive queue, or into its tail
   while (!s.ofo_queue.empty() && meta(s.ofo_queue.front()).seq == s.rcv_nxt) {
     Skb& next = s.ofo_queue.front();
     s.ofo_queue.pop_front();
     s.rcv_nxt = meta(next).end_seq;
-    s.receive_queue.push_back(next);
     s.unacked_segs += std::max(1U, next.shinfo().gso_segs);
+    if (tcp_queue_rcv(net, ctx, s, next)) {
+      net.kfree_skb_now(ctx, next);  // its sock_rfree gives back what the tail now holds
+    }
   }
   if (s.reader_blocked) {
     s.reader_blocked = false;

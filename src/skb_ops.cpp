@@ -773,6 +773,48 @@ void orphan(OpCtx& ctx, Skb& skb) {
 
 void kfree_skb(OpCtx& ctx, Skb& skb) { kfree_skb_impl(ctx, skb, Sym::kKfreeSkb); }
 
+bool try_coalesce(OpCtx& ctx, Skb& to, Skb& from, std::uint32_t* delta_truesize) {
+  require_live(to, Sym::kSkbTryCoalesce);
+  require_live(from, Sym::kSkbTryCoalesce);
+  if (is_v2620(ctx)) {
+    throw UnsupportedOp("skb_try_coalesce does not exist in " + std::string(ctx.kernel.name));
+  }
+  record(ctx, to, {.sym = Sym::kSkbTryCoalesce});
+  *delta_truesize = 0;
+  const std::uint32_t len = from.len();
+  if (to.cloned()) {
+    return false;
+  }
+  if (len <= to.tailroom()) {
+    // skb_copy_bits(from, 0, skb_put(to, len), len)
+    (void)put(ctx, to, len);
+    record(ctx, to, {.sym = Sym::kSkbCopyBits, .copied = len});
+    return true;
+  }
+  SharedInfo& ts = E::buf(to)->shinfo;
+  SharedInfo& fs = E::buf(from)->shinfo;
+  if (ts.frag_list != nullptr || fs.frag_list != nullptr || from.headlen() != 0 ||
+      ts.nr_frags + fs.nr_frags > ctx.kernel.max_skb_frags) {
+    return false;
+  }
+  const std::uint32_t delta = from.truesize() - truesize_for(ctx.kernel, from.end_offset());
+  const bool from_cloned = from.cloned();
+  for (std::uint32_t i = 0; i < fs.nr_frags; ++i) {
+    ts.frags[ts.nr_frags++] = fs.frags[i];
+    if (from_cloned) {
+      get_page(ctx, *fs.frags[i].page);  // __skb_frag_ref: the clone's data still holds them
+    }
+  }
+  if (!from_cloned) {
+    fs.nr_frags = 0;
+  }
+  E::truesize(to) += delta;
+  E::len(to) += len;
+  E::data_len(to) += len;
+  *delta_truesize = delta;
+  return true;
+}
+
 void kfree_skb_now(OpCtx& ctx, Skb& skb) {
   if (!skb.live()) {
     raise_bug("double free", Sym::kKfreeSkbFree, skb.id(), "the skb was already freed");

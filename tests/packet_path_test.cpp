@@ -17,6 +17,7 @@
 #include "sim/examples.hpp"
 #include "sim/features.hpp"
 #include "sim/run.hpp"
+#include "sim/scenario.hpp"
 #include "skbsim/ledger.hpp"
 #include "skbsim/symbols.hpp"
 
@@ -436,6 +437,46 @@ TEST(Veth6x, OffloadsOffSegmentAndChecksumInTheContainer) {
   EXPECT_LT(*i_veth, *i_fwd);
   EXPECT_LE(t[*i_sum].bytes, kMss);
   EXPECT_GT(t[*i_sum].bytes, 0U);
+}
+
+// A committed measured scenario (scenarios/measured/vm-2core), shortened, its MAX_HEADER as given.
+RunResult run_measured(const std::string& name, std::uint32_t max_header) {
+  Scenario sc = load_scenario(std::string(SKBSIM_SOURCE_DIR) + "/scenarios/measured/vm-2core/" +
+                              name + ".json");
+  sc.spec.duration_s = 0.02;
+  sc.spec.warmup_s = 0.005;
+  sc.spec.max_header = max_header;
+  return run_scenario(sc.spec);
+}
+
+// 6.x tcp_queue_rcv -> tcp_try_coalesce: what a veth with SG delivers (skb_segment's segments,
+// payload in page frags) is merged into the receive queue's tail, so the reader copies and frees
+// far fewer skbs than segments (the kernel's trace: one skb_copy_datagram_iovec per 14.6
+// segments). Linear segments (SG off) merge only by copy into the tail's tailroom, which depends
+// on the build's MAX_HEADER: with the measured VM's (32) skb_segment's heads come from 2 KB
+// kmalloc objects with 88 bytes to spare, and nothing merges (the kernel's trace: one copy per
+// segment); with a distribution's (176) they come from 4 KB ones and every other segment fits.
+TEST(TcpTryCoalesce, SgSegmentsMergeAndLinearOnesOnlyWhereTheTailroomTakesThem) {
+  const auto copies = [](const RunResult& r) {
+    return per_segment(r, cell(host(r, "M"), Sym::kSkbCopyDatagramIovec).calls);
+  };
+  const RunResult sg = run_measured("direct-csum-off-unlimited", 32);
+  ASSERT_GT(sg.segments, 1000U);
+  EXPECT_LT(copies(sg), 0.25) << profile(sg, "M");
+  EXPECT_GT(cell(host(sg, "M"), Sym::kSkbTryCoalesce).calls, sg.segments / 2) << profile(sg, "M");
+
+  const RunResult linear = run_measured("direct-off-unlimited", 32);
+  ASSERT_GT(linear.segments, 1000U);
+  EXPECT_GT(copies(linear), 0.95) << profile(linear, "M");
+
+  const RunResult roomy = run_measured("direct-off-unlimited", 176);
+  ASSERT_GT(roomy.segments, 1000U);
+  EXPECT_LT(copies(roomy), 0.75) << profile(roomy, "M");
+  // The merged payload was copied into the tails: an MSS for each skb the reader did not see.
+  const double copied_bits =
+      static_cast<double>(cell(host(roomy, "M"), Sym::kSkbCopyBits).copied) -
+      static_cast<double>(cell(host(linear, "M"), Sym::kSkbCopyBits).copied);
+  EXPECT_GT(copied_bits, 0.5 * kMss * (1.0 - copies(roomy)) * static_cast<double>(roomy.segments));
 }
 
 // Which frees a 6.x kernel traces as consume_skb: the GSO skb validate_xmit_skb consumes once

@@ -1695,6 +1695,105 @@ TEST_P(Free, UseAfterFreeBugs_kfree_skb) {
   EXPECT_EQ(bug_of([&] { (void)ops::cow(ctx(), *s, 0); }), "use after free");
 }
 
+// ---- skb_try_coalesce (6.x) -------------------------------------------------------------------
+
+// A received skb whose payload is all in frags (its headers pulled): what tcp_queue_rcv offers.
+Skb* pulled_frag_skb(Env& e, std::uint32_t nr) {
+  Skb* s = frag_skb(e, nr);
+  ops::pull(e.ctx, *s, 100);
+  return s;
+}
+
+// Frags of an skb nobody else holds move to the tail, references and all; `from` keeps none.
+TEST(Coalesce6x, FragsMoveIntoTheTail_skb_try_coalesce) {
+  Env e(V::k6x);
+  Skb* to = pulled_frag_skb(e, 2);
+  Skb* from = pulled_frag_skb(e, 3);
+  Page* p0 = from->shinfo().frags[0].page;
+  const std::uint32_t to_truesize = to->truesize();
+  const std::uint32_t from_truesize = from->truesize();
+  std::uint32_t delta = 0;
+  ASSERT_TRUE(ops::try_coalesce(e.ctx, *to, *from, &delta));
+  EXPECT_EQ(to->shinfo().nr_frags, 5U);
+  EXPECT_EQ(to->len(), 2500U);
+  EXPECT_EQ(to->data_len(), 2500U);
+  EXPECT_EQ(from->shinfo().nr_frags, 0U);
+  EXPECT_EQ(p0->refcount, 1U) << "the reference moved with the frag";
+  // delta = from's truesize less SKB_TRUESIZE(skb_end_offset(from)): its frags' share.
+  EXPECT_EQ(delta, 3U * 512U);
+  EXPECT_LT(delta, from_truesize);
+  EXPECT_EQ(to->truesize(), to_truesize + delta);
+  EXPECT_EQ(e.calls(Sym::kSkbTryCoalesce), 1U);
+  ops::kfree_skb_now(e.ctx, *from);
+  EXPECT_EQ(p0->refcount, 1U);
+  ops::kfree_skb_now(e.ctx, *to);
+  EXPECT_TRUE(e.pool.empty());
+}
+
+// A cloned `from` keeps its frags: the tail takes a reference on each page (__skb_frag_ref).
+TEST(Coalesce6x, ACloneLendsItsFragsWithAReferenceEach_skb_try_coalesce) {
+  Env e(V::k6x);
+  Skb* to = pulled_frag_skb(e, 1);
+  Skb* orig = pulled_frag_skb(e, 2);
+  Skb* from = ops::clone(e.ctx, *orig);
+  std::uint32_t delta = 0;
+  ASSERT_TRUE(ops::try_coalesce(e.ctx, *to, *from, &delta));
+  EXPECT_EQ(from->shinfo().nr_frags, 2U);
+  EXPECT_EQ(to->shinfo().frags[1].page->refcount, 2U);
+  ops::kfree_skb_now(e.ctx, *from);
+  ops::kfree_skb_now(e.ctx, *orig);
+  EXPECT_EQ(to->shinfo().frags[1].page->refcount, 1U);
+  ops::kfree_skb_now(e.ctx, *to);
+  EXPECT_TRUE(e.pool.empty());
+}
+
+// Refused: a cloned tail (its data is shared), a `from` with a linear part that does not fit
+// in the tail's tailroom (a kmalloc'd head cannot be stolen), frags past MAX_SKB_FRAGS.
+TEST(Coalesce6x, RefusedForACloneALockedHeadOrTooManyFrags_skb_try_coalesce) {
+  Env e(V::k6x);
+  std::uint32_t delta = 0;
+  Skb* to = pulled_frag_skb(e, 1);
+  Skb* tap = ops::clone(e.ctx, *to);
+  Skb* from = pulled_frag_skb(e, 1);
+  EXPECT_FALSE(ops::try_coalesce(e.ctx, *to, *from, &delta));
+  ops::kfree_skb(e.ctx, *tap);
+  Skb* linear = frag_skb(e, 1);
+  EXPECT_FALSE(ops::try_coalesce(e.ctx, *to, *linear, &delta));
+  Skb* many = pulled_frag_skb(e, e.k.max_skb_frags);
+  EXPECT_FALSE(ops::try_coalesce(e.ctx, *to, *many, &delta));
+  EXPECT_EQ(to->len(), 500U);
+  EXPECT_EQ(delta, 0U);
+  for (Skb* s : {to, from, linear, many}) {
+    ops::kfree_skb(e.ctx, *s);
+  }
+  EXPECT_TRUE(e.pool.empty());
+}
+
+// A linear tail with room takes a short `from` by copy (skb_copy_bits into skb_put).
+TEST(Coalesce6x, ALinearTailWithRoomTakesACopy_skb_try_coalesce) {
+  Env e(V::k6x);
+  Skb* to = ops::alloc_skb(e.ctx, 1024);
+  ops::put(e.ctx, *to, 100);
+  Skb* from = frag_skb(e, 0);
+  ASSERT_GE(to->tailroom(), from->len());
+  std::uint32_t delta = 7;
+  ASSERT_TRUE(ops::try_coalesce(e.ctx, *to, *from, &delta));
+  EXPECT_EQ(delta, 0U);
+  EXPECT_EQ(to->len(), 200U);
+  EXPECT_EQ(e.cell(Sym::kSkbCopyBits).copied, 100U);
+  ops::kfree_skb_now(e.ctx, *from);
+  ops::kfree_skb_now(e.ctx, *to);
+  EXPECT_TRUE(e.pool.empty());
+}
+
+TEST(Coalesce2620, DoesNotExist_skb_try_coalesce) {
+  Env e(V::k2_6_20);
+  Skb* a = frag_skb(e, 0);
+  Skb* b = frag_skb(e, 0);
+  std::uint32_t delta = 0;
+  EXPECT_THROW((void)ops::try_coalesce(e.ctx, *a, *b, &delta), UnsupportedOp);
+}
+
 // 6.x consume_skb has kfree_skb's memory effect, recorded as a consume.
 TEST(Free6x, ConsumeSkbFreesLikeKfree_consume_skb) {
   Env e(V::k6x);

@@ -154,6 +154,15 @@ void orphan(OpCtx& ctx, Skb& skb);
 void kfree_skb(OpCtx& ctx, Skb& skb);
 // consume_skb() (6.x only): the same memory effect, recorded as a consume, not a drop.
 void consume_skb(OpCtx& ctx, Skb& skb);
+// skb_try_coalesce() (6.x; 2.6.20 has no such function): appends `from`'s data to `to`, the skb
+// before it in a queue, so one skb carries both. Into `to`'s tailroom by copy when it fits (a
+// linear `to`), else by moving `from`'s page frags to the end of `to`'s (a reference each when
+// `from` is cloned; its frags are emptied when not) while both stay within MAX_SKB_FRAGS. Refused
+// when `to` is cloned, either has a frag_list, or `from` has a linear part (skb_head_is_locked:
+// the model's heads are kmalloc'd, never a page fragment to steal). On success `to` grows by
+// from's len and by `*delta_truesize`, which the caller charges to the socket; `from` is then
+// the caller's to free (kfree_skb_partial).
+bool try_coalesce(OpCtx& ctx, Skb& to, Skb& from, std::uint32_t* delta_truesize);
 // __kfree_skb(): frees an skb its caller knows to hold the only user of, without reading users
 // and without the skb:kfree_skb or skb:consume_skb tracepoint. TCP frees this way what it owns:
 // the retransmit queue's originals once ACKed (sk_stream_free_skb / tcp_wmem_free_skb), the
