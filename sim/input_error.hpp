@@ -35,8 +35,11 @@ class InputError : public std::runtime_error {
  private:
   static std::string compose(const std::string& file, const std::string& pointer,
                              const std::string& message) {
-    std::string line =
-        file + ": " + (pointer.empty() ? std::string("/") : pointer) + ": " + message;
+    // A command-line flag ("--figure") has no document to point into: "--figure: expected ...".
+    const bool flag = file.rfind("--", 0) == 0 && pointer.empty();
+    std::string line = flag ? file + ": " + message
+                            : file + ": " + (pointer.empty() ? std::string("/") : pointer) + ": " +
+                                  message;
     for (char& c : line) {  // one line, whatever a message or a file name carried
       if (c == '\n' || c == '\r') {
         c = ' ';

@@ -79,7 +79,7 @@ TEST(DiffMath, UnknownHostAndBadResultsAreInputErrors) {
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "--host: /: expected a host of both made-up.json and made-up.json, got \"X\"");
+              "--host: expected a host of both made-up.json and made-up.json, got \"X\"");
   }
   const DiffInput bad = made_up(1.0, 10, {{"no_such_function", 10, 100}});
   try {
@@ -242,7 +242,7 @@ TEST(DiffCommand, BadInputIsOneLineExitTwo) {
   EXPECT_EQ(runs[0].exit_code, 2);
   EXPECT_EQ(runs[0].err, "no/such.json: /: expected a readable JSON file, got no such file\n");
   EXPECT_EQ(runs[1].exit_code, 2);
-  EXPECT_EQ(runs[1].err, "--host: /: expected a host of both " + kUnpatched + " and " + kPatched +
+  EXPECT_EQ(runs[1].err, "--host: expected a host of both " + kUnpatched + " and " + kPatched +
                              ", got \"Z\"\n");
   for (std::size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(runs[i].out, "");

@@ -123,7 +123,7 @@ TEST(SweepSet, PathsMustBePointersOrTheContainersPseudoPath) {
             "--set: /x-vms: expected a JSON pointer into the scenario or the pseudo-path "
             "/x-containers, got \"/x-vms\"");
   EXPECT_EQ(error_of([] { (void)parse_sweep_set("/seed", "--set"); }),
-            "--set: /: expected PATH=VALUES such as /traffic/flows/0/send_size=64..65536*4, got "
+            "--set: expected PATH=VALUES such as /traffic/flows/0/send_size=64..65536*4, got "
             "\"/seed\"");
 }
 
@@ -349,7 +349,7 @@ TEST(SweepCommand, BadPointIsOneLineExitTwoAndWritesNothing) {
                              ": /traffic/flows/0/send_size: expected an integer in [1, 16777216], "
                              "got 0 (sweep point /traffic/flows/0/send_size=0)\n");
   EXPECT_EQ(runs[1].err.rfind(kFixture + ": /devices/A~1etun9/", 0), 0U) << runs[1].err;
-  EXPECT_EQ(runs[2].err.rfind("--set: /: expected PATH=VALUES", 0), 0U) << runs[2].err;
+  EXPECT_EQ(runs[2].err.rfind("--set: expected PATH=VALUES", 0), 0U) << runs[2].err;
   for (const Invocation& r : runs) {
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_EQ(r.out, "");
