@@ -128,8 +128,18 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
     net.charge(ctx, n, {.sym = Sym::kSkbSegment, .copied = doffset});
     if (!sg) {
       ops::put(o, *n, len);
-      net.charge(ctx, n, {.sym = Sym::kCsumPartialCopyGeneric, .fused = len});
-      n->ip_summed = IpSummed::kNone;
+      if (csum && !net.v2620()) {
+        // 6.x skb_segment without SG for a device that sums: skb_copy_bits, the checksum left
+        // to the device (CHECKSUM_PARTIAL, as the GSO skb was).
+        net.charge(ctx, n, {.sym = Sym::kSkbCopyBits, .copied = len});
+        n->ip_summed = IpSummed::kPartial;
+        n->csum_start = n->transport_header;
+        n->csum_offset = 16;
+      } else {
+        // skb_copy_and_csum_bits: copied and summed in one pass (2.6.20 always).
+        net.charge(ctx, n, {.sym = Sym::kCsumPartialCopyGeneric, .fused = len});
+        n->ip_summed = IpSummed::kNone;
+      }
     } else {
       // Reference the payload's page ranges (skb_frag_ref / get_page), frag by frag.
       std::uint32_t left = len;

@@ -503,6 +503,32 @@ TEST(Veth6x, ConsumeSkbIsTheSegmentedGsoSkbsAndTheNicsCompletionsOnly) {
   }
 }
 
+// 6.x skb_segment without SG, for a device that sums (`ethtool -K sg off`, tx checksumming on):
+// each segment's payload is copied into its head with skb_copy_bits and stays CHECKSUM_PARTIAL
+// for the device. Nothing is summed in software (the kernel's trace of such a veth: every segment
+// PARTIAL).
+TEST(Veth6x, SgOffWithChecksumOffloadCopiesSegmentsAndLeavesTheSumToTheDevice) {
+  ScenarioSpec s = veth6x(false);
+  for (DeviceSpec& d : s.devices) {
+    if (d.kind == DevKind::kVeth) {
+      d.features = Features{feat::kHwCsum | feat::kHighDma | feat::kLltx};
+    }
+  }
+  const RunResult r = run_scenario(s);
+  const HostResult& a = host(r, "A");
+  ASSERT_GT(r.segments, 1000U) << profile(r, "A");
+  EXPECT_NEAR(per_segment(r, cell(a, Sym::kSkbSegment).calls), 1.0, 0.01) << profile(r, "A");
+  EXPECT_EQ(cell(a, Sym::kCsumPartialCopyGeneric).fused, 0U) << profile(r, "A");
+  EXPECT_GT(per_segment(r, cell(a, Sym::kSkbCopyBits).copied), kMss * 0.9) << profile(r, "A");
+  for (const auto& [name, c] : a.devices) {
+    if (name == "A/veth1") {
+      const auto partial = c.xmit.ip_summed[static_cast<std::size_t>(IpSummed::kPartial)];
+      EXPECT_EQ(partial, c.xmit.skbs) << "every segment leaves CHECKSUM_PARTIAL";
+      EXPECT_GT(c.xmit.skbs, 1000U);
+    }
+  }
+}
+
 // 6.x netdev_fix_features keeps SG on a device without any checksum feature (only 2.6.20's
 // register_netdevice dropped it), so `ethtool -K tx off` on a veth leaves software GSO making
 // segments whose payload stays in page frags: summed in place by csum_partial, not copied into a
