@@ -65,6 +65,17 @@ const RunResult& cached_veth6x(bool offloads) {
   return it->second;
 }
 
+// The container-behind-veth spec with both veth ends given `f` (an `ethtool -K` variant).
+ScenarioSpec veth6x_features(Features f) {
+  ScenarioSpec s = veth6x(false);
+  for (DeviceSpec& d : s.devices) {
+    if (d.kind == DevKind::kVeth) {
+      d.features = f;
+    }
+  }
+  return s;
+}
+
 const HostResult& host(const RunResult& r, std::string_view name) {
   for (const HostResult& h : r.hosts) {
     if (h.name == name) {
@@ -75,6 +86,16 @@ const HostResult& host(const RunResult& r, std::string_view name) {
 }
 
 const LedgerCell& cell(const HostResult& h, Sym s) { return h.cells[index(s)]; }
+
+// What was sent through device `name` of host `h` in the window.
+const DevCounters::Side& xmit_of(const HostResult& h, std::string_view name) {
+  for (const auto& [dev, c] : h.devices) {
+    if (dev == name) {
+      return c.xmit;
+    }
+  }
+  throw std::runtime_error("no device " + std::string(name) + " on host " + h.name);
+}
 
 // Software-checksummed bytes of all symbols on a host (fused copy-and-sum counts, §12.1).
 std::uint64_t checksummed(const HostResult& h) {
@@ -508,25 +529,16 @@ TEST(Veth6x, ConsumeSkbIsTheSegmentedGsoSkbsAndTheNicsCompletionsOnly) {
 // for the device. Nothing is summed in software (the kernel's trace of such a veth: every segment
 // PARTIAL).
 TEST(Veth6x, SgOffWithChecksumOffloadCopiesSegmentsAndLeavesTheSumToTheDevice) {
-  ScenarioSpec s = veth6x(false);
-  for (DeviceSpec& d : s.devices) {
-    if (d.kind == DevKind::kVeth) {
-      d.features = Features{feat::kHwCsum | feat::kHighDma | feat::kLltx};
-    }
-  }
-  const RunResult r = run_scenario(s);
+  const RunResult r = run_scenario(veth6x_features(feat::kHwCsum | feat::kHighDma | feat::kLltx));
   const HostResult& a = host(r, "A");
   ASSERT_GT(r.segments, 1000U) << profile(r, "A");
   EXPECT_NEAR(per_segment(r, cell(a, Sym::kSkbSegment).calls), 1.0, 0.01) << profile(r, "A");
   EXPECT_EQ(cell(a, Sym::kCsumPartialCopyGeneric).fused, 0U) << profile(r, "A");
   EXPECT_GT(per_segment(r, cell(a, Sym::kSkbCopyBits).copied), kMss * 0.9) << profile(r, "A");
-  for (const auto& [name, c] : a.devices) {
-    if (name == "A/veth1") {
-      const auto partial = c.xmit.ip_summed[static_cast<std::size_t>(IpSummed::kPartial)];
-      EXPECT_EQ(partial, c.xmit.skbs) << "every segment leaves CHECKSUM_PARTIAL";
-      EXPECT_GT(c.xmit.skbs, 1000U);
-    }
-  }
+  const DevCounters::Side& xmit = xmit_of(a, "A/veth1");
+  EXPECT_GT(xmit.skbs, 1000U);
+  EXPECT_EQ(xmit.ip_summed[static_cast<std::size_t>(IpSummed::kPartial)], xmit.skbs)
+      << "every segment leaves CHECKSUM_PARTIAL";
 }
 
 // 6.x netdev_fix_features keeps SG on a device without any checksum feature (only 2.6.20's
@@ -535,27 +547,15 @@ TEST(Veth6x, SgOffWithChecksumOffloadCopiesSegmentsAndLeavesTheSumToTheDevice) {
 // linear head, and no pskb_expand_head to pull it there. The kernel's own trace of such a veth
 // shows 66-byte linear parts (skbsim measure, csum-off).
 TEST(Veth6x, SgWithoutChecksumOffloadKeepsThePayloadInFrags) {
-  ScenarioSpec s = veth6x(false);
-  for (DeviceSpec& d : s.devices) {
-    if (d.kind == DevKind::kVeth) {
-      d.features = Features{feat::kSg | feat::kHighDma | feat::kLltx};
-    }
-  }
-  const RunResult r = run_scenario(s);
+  const RunResult r = run_scenario(veth6x_features(feat::kSg | feat::kHighDma | feat::kLltx));
   const HostResult& a = host(r, "A");
   ASSERT_GT(r.segments, 1000U) << profile(r, "A");
   EXPECT_EQ(cell(a, Sym::kPskbExpandHead).calls, 0U) << profile(r, "A");
   EXPECT_EQ(cell(a, Sym::kCsumPartialCopyGeneric).fused, 0U) << profile(r, "A");
   EXPECT_NEAR(per_segment(r, cell(a, Sym::kSkbSegment).calls), 1.0, 0.01) << profile(r, "A");
-  const DevCounters::Side* xmit = nullptr;
-  for (const auto& [name, c] : a.devices) {
-    if (name == "A/veth1") {
-      xmit = &c.xmit;
-    }
-  }
-  ASSERT_NE(xmit, nullptr);
-  ASSERT_GT(xmit->skbs, 1000U);
-  EXPECT_GT(static_cast<double>(xmit->data_len) / static_cast<double>(xmit->skbs), kMss * 0.9)
+  const DevCounters::Side& xmit = xmit_of(a, "A/veth1");
+  ASSERT_GT(xmit.skbs, 1000U);
+  EXPECT_GT(static_cast<double>(xmit.data_len) / static_cast<double>(xmit.skbs), kMss * 0.9)
       << "the payload crosses the veth in frags";
 }
 
