@@ -51,20 +51,15 @@ std::vector<std::string> feature_names(Features f) {
 }
 
 Features fix_features(Features f, KernelVersion v) {
-  if (v == KernelVersion::k2_6_20) {
-    if ((f & feat::kAllCsum) == 0) {
-      f &= ~feat::kSg;  // "Dropping NETIF_F_SG since no checksum feature."
-    }
-    if ((f & feat::kSg) == 0) {
-      f &= ~feat::kTso;  // "Dropping NETIF_F_TSO since no SG feature."
-    }
-    return f;
+  const bool old = v == KernelVersion::k2_6_20;
+  if (old && (f & feat::kAllCsum) == 0) {
+    f &= ~feat::kSg;  // 2.6.20: "Dropping NETIF_F_SG since no checksum feature."
   }
   if ((f & feat::kSg) == 0) {
-    f &= ~feat::kTso;  // "Dropping TSO features since no SG feature."
+    f &= ~feat::kTso;  // both: "Dropping TSO features since no SG feature."
   }
-  if ((f & (feat::kHwCsum | feat::kIpCsum)) == 0) {
-    f &= ~feat::kTso;  // "Dropping TSO features since no CSUM feature."
+  if (!old && (f & (feat::kHwCsum | feat::kIpCsum)) == 0) {
+    f &= ~feat::kTso;  // 6.x: "Dropping TSO features since no CSUM feature."
   }
   return f;
 }

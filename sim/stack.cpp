@@ -101,6 +101,10 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
   const std::uint32_t payload = skb.len() - doffset;
   const bool sg = (dev.features & feat::kSg) != 0;
   const bool csum = dev_can_csum(dev) && skb.ip_summed == IpSummed::kPartial;
+  // Whether each segment leaves its checksum to the device (CHECKSUM_PARTIAL, as the GSO skb
+  // was). 2.6.20's skb_segment sums a linear copy whatever the device can do; 6.x only when the
+  // device cannot sum.
+  const bool partial = csum && (sg || !net.v2620());
   const std::uint32_t headroom = skb.headroom();
   std::uint32_t frag_i = 0;
   std::uint32_t frag_off = 0;
@@ -128,18 +132,10 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
     net.charge(ctx, n, {.sym = Sym::kSkbSegment, .copied = doffset});
     if (!sg) {
       ops::put(o, *n, len);
-      if (csum && !net.v2620()) {
-        // 6.x skb_segment without SG for a device that sums: skb_copy_bits, the checksum left
-        // to the device (CHECKSUM_PARTIAL, as the GSO skb was).
-        net.charge(ctx, n, {.sym = Sym::kSkbCopyBits, .copied = len});
-        n->ip_summed = IpSummed::kPartial;
-        n->csum_start = n->transport_header;
-        n->csum_offset = 16;
-      } else {
-        // skb_copy_and_csum_bits: copied and summed in one pass (2.6.20 always).
-        net.charge(ctx, n, {.sym = Sym::kCsumPartialCopyGeneric, .fused = len});
-        n->ip_summed = IpSummed::kNone;
-      }
+      // The payload copied into the head: plain (skb_copy_bits) when the segment leaves its sum
+      // to the device, else copied and summed in one pass (skb_copy_and_csum_bits).
+      net.charge(ctx, n, partial ? Work{.sym = Sym::kSkbCopyBits, .copied = len}
+                                 : Work{.sym = Sym::kCsumPartialCopyGeneric, .fused = len});
     } else {
       // Reference the payload's page ranges (skb_frag_ref / get_page), frag by frag.
       std::uint32_t left = len;
@@ -157,12 +153,14 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
           frag_off = 0;
         }
       }
-      if (csum) {
-        n->ip_summed = IpSummed::kPartial;
-        n->csum_start = n->transport_header;
-        n->csum_offset = 16;
-      } else {
-        n->ip_summed = IpSummed::kNone;
+    }
+    if (partial) {
+      n->ip_summed = IpSummed::kPartial;
+      n->csum_start = n->transport_header;
+      n->csum_offset = 16;
+    } else {
+      n->ip_summed = IpSummed::kNone;
+      if (sg) {
         ops::checksum(o, *n, doffset, len);  // the segment's payload, summed in software
       }
     }

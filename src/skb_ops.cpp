@@ -194,20 +194,29 @@ void run_destructor(OpCtx& ctx, Skb& skb) {
   E::sk(skb) = nullptr;
 }
 
+void require_not_freed(const Skb& skb, Sym op) {
+  if (!skb.live()) {
+    raise_bug("double free", op, skb.id(), "the skb was already freed");
+  }
+}
+
+// __kfree_skb(): the destructor, skb_release_data, kfree_skbmem; `op` names the caller in a bug.
+void free_now(OpCtx& ctx, Skb& skb, Sym op) {
+  record(ctx, skb, {.sym = Sym::kKfreeSkbFree});
+  run_destructor(ctx, skb);
+  release_data(ctx, skb, op);
+  kfree_skbmem(ctx, skb);
+}
+
 // kfree_skb() / consume_skb(): one user less; the last one frees (__kfree_skb).
 void kfree_skb_impl(OpCtx& ctx, Skb& skb, Sym sym) {
-  if (!skb.live()) {
-    raise_bug("double free", sym, skb.id(), "the skb was already freed");
-  }
+  require_not_freed(skb, sym);
   record(ctx, skb, {.sym = sym});
   if (skb.users() > 1) {
     --E::users(skb);
     return;
   }
-  record(ctx, skb, {.sym = Sym::kKfreeSkbFree});
-  run_destructor(ctx, skb);
-  release_data(ctx, skb, sym);
-  kfree_skbmem(ctx, skb);
+  free_now(ctx, skb, sym);
 }
 
 // ---- writability ------------------------------------------------------------------------------
@@ -816,17 +825,12 @@ bool try_coalesce(OpCtx& ctx, Skb& to, Skb& from, std::uint32_t* delta_truesize)
 }
 
 void kfree_skb_now(OpCtx& ctx, Skb& skb) {
-  if (!skb.live()) {
-    raise_bug("double free", Sym::kKfreeSkbFree, skb.id(), "the skb was already freed");
-  }
+  require_not_freed(skb, Sym::kKfreeSkbFree);
   if (skb.users() != 1) {
     raise_bug("__kfree_skb on a shared skb", Sym::kKfreeSkbFree, skb.id(),
               std::to_string(skb.users()) + " users; kfree_skb or consume_skb drop one");
   }
-  record(ctx, skb, {.sym = Sym::kKfreeSkbFree});
-  run_destructor(ctx, skb);
-  release_data(ctx, skb, Sym::kKfreeSkbFree);
-  kfree_skbmem(ctx, skb);
+  free_now(ctx, skb, Sym::kKfreeSkbFree);
 }
 
 void consume_skb(OpCtx& ctx, Skb& skb) {
