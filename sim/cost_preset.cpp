@@ -51,13 +51,24 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   (void)root.string_or("description", "");
   const JsonReader cpu = root.child("cpu");
   cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "csum_bytes_per_ns",
-                           "fused_bytes_per_ns", "page_ref_cycles"});
+                           "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us",
+                           "idle_wake_blocked_us", "halt_poll_max_us"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
   p.csum_ = valued(cpu.child("csum_bytes_per_ns"), 0.05, 50);
   p.fused_ = valued(cpu.child("fused_bytes_per_ns"), 0.05, 50);
   p.page_ref_cycles_ = valued(cpu.child("page_ref_cycles"), 0, 10000);
+  if (const auto w = cpu.optional_child("idle_wake_us")) {
+    p.idle_wake_us_ = valued(*w, 0, 10000);
+  }
+  if (const auto w = cpu.optional_child("halt_poll_max_us")) {
+    p.halt_poll_max_us_ = valued(*w, 0, 1e6);
+    p.idle_wake_blocked_us_ = valued(cpu.child("idle_wake_blocked_us"), 0, 1e5);
+  } else if (const auto b = cpu.optional_child("idle_wake_blocked_us")) {
+    b->fail("expected \"halt_poll_max_us\" with \"idle_wake_blocked_us\" (a wake-up is slower only "
+            "after the host's polling window), got no polling window");
+  }
   const JsonReader calls = root.child("calls");
   calls.reject_unknown_keys({"scale", "group_scales", "default_cycles", "symbols"});
   p.call_scale_ = valued(calls.child("scale"), 0.05, 20);
@@ -107,6 +118,9 @@ CostModel CostPreset::model() const {
   m.csum_fs_per_byte = std::llround(1e6 / csum_);
   m.fused_fs_per_byte = std::llround(1e6 / fused_);
   m.page_ref_ps = std::llround(page_ref_cycles_ * call_scale_ * ps_per_cycle);
+  m.idle_wake_ps = std::llround(idle_wake_us_ * 1e6);
+  m.idle_wake_blocked_ps = std::llround(idle_wake_blocked_us_ * 1e6);
+  m.halt_poll_max_ps = std::llround(halt_poll_max_us_ * 1e6);
   return m;
 }
 

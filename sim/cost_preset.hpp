@@ -60,6 +60,9 @@ class CostPreset {
   double csum_ = 1;
   double fused_ = 1;
   double page_ref_cycles_ = 20;
+  double idle_wake_us_ = 0;
+  double idle_wake_blocked_us_ = 0;
+  double halt_poll_max_us_ = 0;
   nlohmann::ordered_json doc_;
 };
 

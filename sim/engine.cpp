@@ -57,6 +57,19 @@ void Cpu::submit(Task t) {
   }
 }
 
+void Cpu::submit_next(Task t) {
+  queues_[static_cast<std::size_t>(t.ctx->level())].push_front(std::move(t));
+  if (!running_ && !kick_pending_) {
+    kick_pending_ = true;
+    engine_->at(engine_->now(), [this] {
+      kick_pending_ = false;
+      if (!running_) {
+        dispatch();
+      }
+    });
+  }
+}
+
 void Cpu::dispatch() {
   for (auto& q : queues_) {
     if (q.empty()) {
@@ -94,7 +107,8 @@ void Cpu::dispatch() {
     });
     return;
   }
-  running_ = false;
+  running_ = false;  // reached only when the CPU's last task has finished: it halts now
+  idle_since_ = engine_->now_;
 }
 
 Time Cpu::busy_ps() const noexcept {

@@ -82,6 +82,12 @@ class Cpu {
 
   // Queues a task; it runs as soon as the CPU is free and nothing of a higher level waits.
   void submit(Task t);
+  // Queues a task ahead of the others of its level: the running task's own continuation.
+  void submit_next(Task t);
+  // When the CPU last went idle (meaningful while idle()).
+  Time idle_since() const noexcept { return idle_since_; }
+  // The host's halt-polling window for this (virtual) CPU, adapted after each halt.
+  Time& halt_poll_ps() noexcept { return halt_poll_ps_; }
 
  private:
   friend class Engine;
@@ -98,6 +104,8 @@ class Cpu {
   std::vector<std::function<void()>> running_conts_;  // being run at its completion
   Time busy_ps_ = 0;      // including the whole of the running task
   Time task_end_ = 0;     // when the running task's time ends
+  Time idle_since_ = 0;
+  Time halt_poll_ps_ = 0;
 };
 
 class Engine {

@@ -128,6 +128,9 @@ Host& Net::add_host(const std::string& name, std::uint32_t cpus, std::uint32_t c
     h->softnet[i].ctx = std::make_unique<ExecCtx>("softirq/" + std::to_string(i), *h->cpus[i],
                                                   Level::kSoftIrq, &model_);
     attach_sink(*h->softnet[i].ctx, *h);
+    h->sched.push_back(std::make_unique<ExecCtx>("sched/" + std::to_string(i), *h->cpus[i],
+                                                 Level::kProcess, &model_));
+    attach_sink(*h->sched.back(), *h);
   }
   hosts_.push_back(std::move(h));
   return *hosts_.back();
@@ -255,16 +258,53 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   if (ipi) {
     charge(from, Sym::kSendIpi);
   }
-  engine().after_task([this, &to, ipi, fn = std::move(fn)] {
-    to.cpu().submit({&to, [this, &to, ipi, fn] {
+  // The woken task's own code runs only once the IPI and __schedule are done: what arrives
+  // meanwhile finds the socket free and is queued by the softirq, and the task sees it. A halted
+  // virtual CPU starts on the IPI only after the preset's idle_wake_us, time no CPU spends.
+  ExecCtx& sched = *host_of(to).sched.at(to.cpu().index());
+  auto switch_in = [this, &to, &sched, ipi, fn = std::move(fn)] {
+    to.cpu().submit({&sched, [this, &to, &sched, ipi, fn] {
       if (ipi) {
-        charge(to, Sym::kIpiInterrupt);
+        charge(sched, Sym::kIpiInterrupt);
       }
-      charge(to, Sym::kSchedule);
-      charge(to, Sym::kSchedule);
-      fn();
+      charge(sched, Sym::kSchedule);
+      charge(sched, Sym::kSchedule);
+      engine().after_task([&to, fn] { to.cpu().submit_next({&to, fn}); });
     }});
+  };
+  const Time latency = ipi ? idle_wake_latency(to.cpu()) : 0;
+  engine().after_task([this, latency, switch_in = std::move(switch_in)]() mutable {
+    if (latency > 0) {
+      engine().at(engine().now() + latency, std::move(switch_in));
+    } else {
+      switch_in();
+    }
   });
+}
+
+// A halted vCPU woken by an IPI: at once within the host's polling window, else once the host
+// runs its thread again. The window adapts as KVM's does after each halt (update_halt_poll_ns in
+// virt/kvm/kvm_main.c, default parameters: grow x2 from 10 us, shrink /2, halt_poll_ns the
+// maximum): kept after a halt it covered, shrunk after one longer than the maximum, grown after
+// a shorter one it missed.
+Time Net::idle_wake_latency(Cpu& cpu) {
+  const CostModel& m = model_;
+  const Time max = m.halt_poll_max_ps;
+  if (max == 0) {
+    return m.idle_wake_ps;
+  }
+  constexpr Time kGrowStart = 10 * kPsPerUs;
+  const Time halted = engine().now() - cpu.idle_since();
+  Time& poll = cpu.halt_poll_ps();
+  const bool hit = poll != 0 && halted <= poll;
+  if (hit) {
+    // polling ended the halt: the window stays
+  } else if (poll != 0 && halted > max) {
+    poll = poll / 2 < kGrowStart ? 0 : poll / 2;
+  } else if (poll < max && halted < max) {
+    poll = std::min(max, std::max(kGrowStart, poll * 2));
+  }
+  return hit ? m.idle_wake_ps : m.idle_wake_blocked_ps;
 }
 
 bool Net::rx_csum_known_good(const Skb& skb, std::string_view fn, const std::string& where) {

@@ -116,6 +116,8 @@ struct Host {
   std::vector<std::unique_ptr<Cpu>> cpus;
   std::vector<Softnet> softnet;
   std::vector<std::unique_ptr<ExecCtx>> other_ctxs;  // processes, interrupts
+  // Per CPU: a woken process's way back onto it (the IPI, __schedule), before its own code runs.
+  std::vector<std::unique_ptr<ExecCtx>> sched;
   std::vector<std::unique_ptr<Namespace>> namespaces;
   Sock* placeholder = nullptr;
 };
@@ -214,6 +216,8 @@ class Net {
   Engine& engine() noexcept { return engine_; }
   SkbPool& pool() noexcept { return pool_; }
   const CostModel& cost_model() const noexcept { return model_; }
+  // The latency of waking `cpu`, idle, by an IPI (CostModel::idle_wake_ps); adapts its window.
+  Time idle_wake_latency(Cpu& cpu);
   Patches& patches() noexcept { return patches_; }
 
   // ---- building -------------------------------------------------------------------------------

@@ -265,7 +265,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
         t->net = &net;
         t->params = TcpParams{f.mss,      f.sndbuf,          f.rcvbuf,
                              f.send_size, f.rate_bps,     f.pacing_timer_us,
-                             f.recv_size};
+                             f.recv_size, f.nonblocking_reader};
       }
       TcpSock& a = *run.a;
       TcpSock& z = *run.z;
@@ -345,6 +345,9 @@ RunResult run_scenario(const ScenarioSpec& spec) {
       };
       for (auto& sn : h->softnet) {
         add(*sn.ctx);
+      }
+      for (auto& c : h->sched) {
+        add(*c);
       }
       for (auto& c : h->other_ctxs) {
         add(*c);
@@ -488,8 +491,10 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     for (auto& sn : h->softnet) {
       r.total_ledger_ps += sn.ctx->ledger().total().cost_ps + sn.ctx->ledger().pending_ps();
     }
-    for (auto& c : h->other_ctxs) {
-      r.total_ledger_ps += c->ledger().total().cost_ps + c->ledger().pending_ps();
+    for (const auto* group : {&h->sched, &h->other_ctxs}) {
+      for (const auto& c : *group) {
+        r.total_ledger_ps += c->ledger().total().cost_ps + c->ledger().pending_ps();
+      }
     }
   }
   r.pool_empty_at_end = net.pool().empty();

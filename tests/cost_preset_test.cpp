@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "sim/cost_preset.hpp"
 #include "sim/input_error.hpp"
 #include "sim/kernel_groups.hpp"
+#include "sim/net.hpp"
 #include "sim/run.hpp"
 #include "sim/scenario.hpp"
 #include "tests/support/process.hpp"
@@ -45,6 +47,8 @@ const HostResult& host_m(const RunResult& r) {
   ADD_FAILURE() << "no host M";
   return r.hosts.front();
 }
+
+const LedgerCell& cell(const HostResult& h, Sym s) { return h.cells[static_cast<std::size_t>(s)]; }
 
 // The model's symbols are sorted by the same rules as the kernel's samples
 // (measure::profile_group on the name), so each lands where perf would put its kernel function.
@@ -190,6 +194,88 @@ TEST(CalibrationGroups, AGroupScaleIsRecoveredFromItsProfileShare) {
   ASSERT_EQ(f.residuals.size(), 4U);
   EXPECT_EQ(f.residuals[1].figure, "profile:ip");
   EXPECT_LT(f.rms_pct, 0.5);
+}
+
+// A halted vCPU's wake-up latency (cpu.idle_wake_us, idle_wake_blocked_us, halt_poll_max_us):
+// time, never cost, so the preset carries it in microseconds and the model in picoseconds.
+TEST(IdleWake, ThePresetsLatenciesReachTheCostModel) {
+  const CostModel m = modern().model();
+  EXPECT_EQ(m.idle_wake_ps, std::llround(modern().to_json(nlohmann::ordered_json::object())
+                                             ["cpu"]["idle_wake_us"]["value"]
+                                                 .get<double>() *
+                                         1e6));
+  EXPECT_GT(m.idle_wake_blocked_ps, m.idle_wake_ps);
+  EXPECT_EQ(m.halt_poll_max_ps, 200 * kPsPerUs);
+  const CostModel old = CostPreset::load(kModels + "xeon-2007.json", "xeon-2007.json").model();
+  EXPECT_EQ(old.idle_wake_ps, 0);  // a physical machine: no hypervisor between IPI and CPU
+  EXPECT_EQ(old.halt_poll_max_ps, 0);
+}
+
+TEST(IdleWake, ABlockedLatencyWithoutAPollingWindowIsAnErrorNamingItsPath) {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  doc["cpu"].erase("halt_poll_max_us");
+  const skbsim::testing::TempDir tmp;
+  const fs::path file = tmp.path() / "p.json";
+  std::ofstream(file) << doc.dump(2);
+  try {
+    (void)CostPreset::load(file.string(), "p.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("p.json: /cpu/idle_wake_blocked_us: expected", 0), 0U)
+        << e.what();
+  }
+}
+
+// update_halt_poll_ns (virt/kvm/kvm_main.c): the host polls a halted vCPU for a window that grows
+// (x2 from 10 us) after a halt it missed that was shorter than the maximum, shrinks (/2, to 0
+// under 10 us) after one longer than the maximum, and stays after one it covered. An IPI within
+// the window wakes the vCPU in idle_wake_us, one after it in idle_wake_blocked_us.
+TEST(IdleWake, TheHostPollsAfterShortHaltsAndStopsAfterLongOnes) {
+  CostModel m;
+  m.idle_wake_ps = 7 * kPsPerUs;
+  m.idle_wake_blocked_ps = 70 * kPsPerUs;
+  m.halt_poll_max_ps = 200 * kPsPerUs;
+  Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
+  Host& h = net.add_host("H", 1, 1);
+  Cpu& cpu = *h.cpus[0];
+  ExecCtx& ctx = *h.softnet[0].ctx;
+  std::vector<Time> got;
+  // The CPU runs an empty task, so it halts now; the IPI comes `halt` later.
+  auto halt_then_wake = [&](Time halt) {
+    cpu.submit({&ctx, [] {}});
+    net.engine().run_until(net.engine().now());
+    const Time t = net.engine().now() + halt;
+    net.engine().at(t, [&] { got.push_back(net.idle_wake_latency(cpu) / kPsPerUs); });
+    net.engine().run_until(t);
+  };
+  for (Time halt_us : {20, 20, 20, 1000, 1000, 20}) {
+    halt_then_wake(halt_us * kPsPerUs);
+  }
+  // no window yet; 10 us; 20 us covers the halt; shrunk to 10; to 0; grown to 10 again
+  EXPECT_EQ(got, (std::vector<Time>{70, 70, 7, 70, 70, 70}));
+  EXPECT_EQ(cpu.halt_poll_ps(), 10 * kPsPerUs);
+}
+
+// The wake-up's latency comes between the IPI and the woken task: with it, iperf3's reader finds
+// more queued when it runs, so it reads in fewer, larger calls and sends fewer ACKs.
+TEST(IdleWake, ALaterWakeUpReadsMorePerCall) {
+  CostPreset preset = modern();
+  Scenario fast = measured("direct-off-unlimited", preset, 0.02);
+  Scenario slow = fast;
+  fast.spec.cost.idle_wake_ps = 0;
+  fast.spec.cost.halt_poll_max_ps = 0;
+  slow.spec.cost.idle_wake_ps = 20 * kPsPerUs;
+  slow.spec.cost.halt_poll_max_ps = 0;
+  const RunResult rf = run_scenario(fast.spec);
+  const RunResult rs = run_scenario(slow.spec);
+  const auto per_call = [](const RunResult& r) {
+    return static_cast<double>(r.segments) /
+           static_cast<double>(cell(host_m(r), Sym::kTcpRecvmsg).calls);
+  };
+  EXPECT_GT(per_call(rs), per_call(rf) * 1.2);
+  EXPECT_LT(cell(host_m(rs), Sym::kTcpSendAck).calls * rf.segments,
+            cell(host_m(rf), Sym::kTcpSendAck).calls * rs.segments);
 }
 
 }  // namespace

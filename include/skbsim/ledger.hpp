@@ -63,6 +63,13 @@ struct CostModel {
   std::int64_t fused_fs_per_byte = 0;
   // One inline page reference (atomic increment or decrement).
   std::int64_t page_ref_ps = 0;
+  // Time an idle CPU takes to start running after a wake-up's IPI that no CPU spends: a halted
+  // virtual CPU waits for its host to run it. Latency, not cost: it is never charged. With
+  // halt_poll_max_ps set, the host polls a halted vCPU for an adaptive window first (KVM's
+  // halt_poll_ns): an IPI within it costs idle_wake_ps, one after it idle_wake_blocked_ps.
+  std::int64_t idle_wake_ps = 0;
+  std::int64_t idle_wake_blocked_ps = 0;
+  std::int64_t halt_poll_max_ps = 0;
 
   std::int64_t price(const Work& w) const noexcept {
     const std::int64_t bytes_fs = static_cast<std::int64_t>(w.copied) * copy_fs_per_byte +
