@@ -763,9 +763,10 @@ std::optional<long long> buffer_max(const ConfigResult& r, const char* key) {
 }
 
 ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t cpus) {
-  // iperf3 -l: the client's write size and the server's read size
+  // iperf3 -l: the client's write size and the server's read size, from an O_NONBLOCK socket
   ojson flow = {
-      {"from", "M/client"}, {"to", "M/server"}, {"send_size", 131072}, {"recv_size", 131072}};
+      {"from", "M/client"}, {"to", "M/server"}, {"send_size", 131072}, {"recv_size", 131072},
+      {"reader", "nonblocking"}};
   if (auto w = buffer_max(r, "client/net.ipv4.tcp_wmem")) {
     flow["sndbuf"] = *w;
   }

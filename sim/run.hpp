@@ -79,6 +79,7 @@ struct FlowSpec {
   std::uint64_t rate_bps = 0;
   std::uint32_t pacing_timer_us = 1000;
   std::uint32_t recv_size = 0;  // bytes per recv() (netperf -M, iperf3 -l); 0: all that is queued
+  bool nonblocking_reader = false;  // "reader": "nonblocking" (iperf3), TcpParams::nonblocking
 };
 
 struct ScenarioSpec {

@@ -999,6 +999,13 @@ class Validator {
                                 shown(f.child("recv_size").node()));
     }
     fs.recv_size = static_cast<std::uint32_t>(f.uint_or("recv_size", 1, 1U << 30, 0));
+    if (auto r = f.optional_child("reader")) {
+      if (rr || udp) {
+        r->fail("expected no \"reader\" in a " + std::string(traffic_type_name(test_)) +
+                " test (its reader is netperf's blocking recv()), got " + shown(r->node()));
+      }
+      fs.nonblocking_reader = r->enum_of({"blocking", "nonblocking"}) == "nonblocking";
+    }
     fs.pacing_timer_us =
         static_cast<std::uint32_t>(f.uint_or("pacing_timer_us", 1, 1000000, 1000));
     if (f.has("pacing_timer_us") && !f.has("rate_mbps")) {

@@ -509,23 +509,25 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
 }
 
 // tcp_cleanup_rbuf(): the ACK __tcp_ack_snd_check deferred (one is scheduled and more than one MSS
-// is unacknowledged), or a window update when the window now open is at least twice the one last
-// advertised.
-void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s) {
+// is unacknowledged), or, when the call copied something, a window update when the window now
+// open is at least twice the one last advertised. A non-blocking read() that found nothing
+// (EAGAIN) calls it too, with `copied` negative.
+void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s, bool copied) {
   const std::uint32_t now_wnd = window_now(s);
   if ((s.delack_armed && s.unacked_segs >= 2) ||
-      (now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss)) {
+      (copied && now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss)) {
     tcp_send_ack(net, ctx, s);
   }
 }
 
 void recvmsg_copy(Net& net, TcpSock& s);
+void read_nonblocking(Net& net, TcpSock& s);
 
 // The end of a recv() call: tcp_cleanup_rbuf, then release_sock.
 void recvmsg_end(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
   s.in_recv = false;
-  cleanup_rbuf(net, ctx, s);
+  cleanup_rbuf(net, ctx, s, true);
   if (s.to_send != 0 && s.rr.in_size != 0) {
     sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
   } else {
@@ -564,7 +566,7 @@ void recvmsg_more(Net& net, TcpSock& s) {
     return;
   }
   if (net.v2620()) {
-    cleanup_rbuf(net, ctx, s);
+    cleanup_rbuf(net, ctx, s, true);
   }
   // The reader is in its call (reader_blocked is false), so tcp_data wakes no one.
   run_backlog(net, s);
@@ -578,6 +580,10 @@ void recvmsg_more(Net& net, TcpSock& s) {
 // recv()); one that emptied the queue sleeps until tcp_data wakes it.
 void tcp_recvmsg_task(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
+  if (s.params.nonblocking) {
+    read_nonblocking(net, s);
+    return;
+  }
   net.charge(ctx, Sym::kSysRecvfrom);
   net.charge(ctx, Sym::kTcpRecvmsg);
   s.recv_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
@@ -585,7 +591,8 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
   recvmsg_copy(net, s);
 }
 
-void recvmsg_copy(Net& net, TcpSock& s) {
+// tcp_recvmsg_locked's copy loop: what the receive queue holds, up to recv_left bytes.
+void copy_queued(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
   while (!s.receive_queue.empty() && s.recv_left > 0) {
     Skb& skb = s.receive_queue.front();
@@ -616,6 +623,10 @@ void recvmsg_copy(Net& net, TcpSock& s) {
     }
     rr_read(s, take);
   }
+}
+
+void recvmsg_copy(Net& net, TcpSock& s) {
+  copy_queued(net, s);
   // tcp_recvmsg_locked: "if (copied >= target && !sk->sk_backlog.tail) break;" -- whether the
   // backlog filled while this task copied is known once its time has passed, so the call decides
   // in a task of its own, owning the socket meanwhile. Streams with a bounded read only: a
@@ -630,6 +641,40 @@ void recvmsg_copy(Net& net, TcpSock& s) {
     return;
   }
   recvmsg_end(net, s);
+}
+
+// One read() of iperf3 3.x's reader, whose socket is O_NONBLOCK: what the receive queue holds, up
+// to what the current Nread() still wants. tcp_recvmsg_locked ends a non-blocking call as soon as
+// the queue is empty ("if (copied) { if (!timeo || ...) break; }"), whether or not the backlog
+// filled meanwhile, and with nothing copied returns EAGAIN; tcp_cleanup_rbuf runs either way, then
+// release_sock moves the backlog to the queue (and wakes this reader, see below). Nread() reads
+// again until it has recv_size bytes or gets EAGAIN; iperf3 then select()s, which returns at once
+// while data is queued and otherwise sleeps until tcp_data wakes it.
+void read_nonblocking(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
+  net.charge(ctx, Sym::kSysRecvfrom);
+  net.charge(ctx, Sym::kTcpRecvmsg);
+  if (s.nread_left == 0) {
+    s.nread_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                           : s.params.recv_size;
+  }
+  s.recv_left = s.nread_left;
+  copy_queued(net, s);
+  const bool copied = s.recv_left != s.nread_left;
+  s.nread_left = s.recv_left;
+  cleanup_rbuf(net, ctx, s, copied);
+  end_call(net, s);
+  if (!copied || s.nread_left == 0) {
+    s.nread_left = 0;  // Nread() returns: all it wanted, or EAGAIN
+    if (s.receive_queue.empty()) {
+      // select() sleeps. What reaches the backlog while this call holds the socket wakes it from
+      // release_sock (tcp_data, in_release: no wake-up cost).
+      s.reader_blocked = true;
+      return;
+    }
+  }
+  net.engine().after_task(
+      [&net, &s] { submit(*s.proc, [&net, &s] { read_nonblocking(net, s); }); });
 }
 
 }  // namespace

@@ -38,6 +38,11 @@ struct TcpParams {
   std::uint64_t rate_bps = 0;       // iperf3 -b; 0: send as fast as the socket takes it
   std::uint32_t pacing_timer_us = 1000;  // iperf3 --pacing-timer
   std::uint32_t recv_size = 0;      // bytes per recv() (netperf -M, iperf3 -l); 0: all queued
+  // The reader's socket is O_NONBLOCK (iperf3 3.x: Nread() calls read() until it has recv_size
+  // bytes or gets EAGAIN, then waits in select()). Each read() then ends as soon as the receive
+  // queue is empty, the backlog left to its release_sock; a blocking recv() (netperf) flushes
+  // the backlog and goes on (tcp_recvmsg_locked).
+  bool nonblocking = false;
 };
 
 struct TcpStats {
@@ -110,6 +115,7 @@ struct TcpSock {
   // the socket (`in_recv`), with `recv_left` bytes of room.
   bool in_recv = false;
   std::uint64_t recv_left = 0;
+  std::uint64_t nread_left = 0;  // a non-blocking reader: what its current Nread() still wants
   RrApp rr;
 
   // lock_sock: while the application's task runs (a send or recv call), softirq deliveries from
