@@ -652,6 +652,9 @@ void recvmsg_copy(Net& net, TcpSock& s) {
 // while data is queued and otherwise sleeps until tcp_data wakes it.
 void read_nonblocking(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
+  if (s.nread_left == 0) {
+    net.charge(ctx, Sym::kDoSelect);  // the select() that found the socket readable
+  }
   net.charge(ctx, Sym::kSysRecvfrom);
   net.charge(ctx, Sym::kTcpRecvmsg);
   if (s.nread_left == 0) {

@@ -157,6 +157,8 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   /* process and system */                                                                  \
   X(kSysSendto, "sys_sendto", kOther)                                                       \
   X(kSysRecvfrom, "sys_recvfrom", kOther)                                                   \
+  /* select(): its entry and exit, and one poll of each descriptor (iperf3, once per Nread) */ \
+  X(kDoSelect, "do_select", kOther)                                                         \
   X(kScheduleWakeup, "try_to_wake_up", kOther)                                              \
   /* a context switch, counted per switch as /proc/stat ctxt counts them */                 \
   X(kSchedule, "__schedule", kOther)                                                        \
