@@ -45,21 +45,17 @@ void Engine::run_until(Time until) {
 
 void Cpu::submit(Task t) {
   queues_[static_cast<std::size_t>(t.ctx->level())].push_back(std::move(t));
-  if (!running_ && !kick_pending_) {
-    // Start it from the event loop, never nested inside another CPU's running task.
-    kick_pending_ = true;
-    engine_->at(engine_->now(), [this] {
-      kick_pending_ = false;
-      if (!running_) {
-        dispatch();
-      }
-    });
-  }
+  kick();
 }
 
 void Cpu::submit_next(Task t) {
   queues_[static_cast<std::size_t>(t.ctx->level())].push_front(std::move(t));
+  kick();
+}
+
+void Cpu::kick() {
   if (!running_ && !kick_pending_) {
+    // Start it from the event loop, never nested inside another CPU's running task.
     kick_pending_ = true;
     engine_->at(engine_->now(), [this] {
       kick_pending_ = false;

@@ -91,6 +91,7 @@ class Cpu {
 
  private:
   friend class Engine;
+  void kick();  // an idle CPU takes its next task from the event loop
   void dispatch();
   void finished();
 

@@ -652,15 +652,13 @@ void recvmsg_copy(Net& net, TcpSock& s) {
 // while data is queued and otherwise sleeps until tcp_data wakes it.
 void read_nonblocking(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
-  if (s.nread_left == 0) {
-    net.charge(ctx, Sym::kDoSelect);  // the select() that found the socket readable
-  }
-  net.charge(ctx, Sym::kSysRecvfrom);
-  net.charge(ctx, Sym::kTcpRecvmsg);
-  if (s.nread_left == 0) {
+  if (s.nread_left == 0) {  // a new Nread(), after the select() that found the socket readable
+    net.charge(ctx, Sym::kDoSelect);
     s.nread_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
                                            : s.params.recv_size;
   }
+  net.charge(ctx, Sym::kSysRecvfrom);
+  net.charge(ctx, Sym::kTcpRecvmsg);
   s.recv_left = s.nread_left;
   copy_queued(net, s);
   const bool copied = s.recv_left != s.nread_left;
