@@ -262,14 +262,16 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   // meanwhile finds the socket free and is queued by the softirq, and the task sees it. A halted
   // virtual CPU starts on the IPI only after the preset's idle_wake_us, time no CPU spends.
   ExecCtx& sched = *host_of(to).sched.at(to.cpu().index());
-  auto switch_in = [this, &to, &sched, ipi, fn = std::move(fn)] {
-    to.cpu().submit({&sched, [this, &to, &sched, ipi, fn] {
+  auto switch_in = [this, &to, &sched, ipi, fn = std::move(fn)]() mutable {
+    to.cpu().submit({&sched, [this, &to, &sched, ipi, fn = std::move(fn)]() mutable {
       if (ipi) {
         charge(sched, Sym::kIpiInterrupt);
       }
       charge(sched, Sym::kSchedule);
       charge(sched, Sym::kSchedule);
-      engine().after_task([&to, fn] { to.cpu().submit_next({&to, fn}); });
+      engine().after_task([&to, fn = std::move(fn)]() mutable {
+        to.cpu().submit_next({&to, std::move(fn)});
+      });
     }});
   };
   const Time latency = ipi ? idle_wake_latency(to.cpu()) : 0;
