@@ -275,12 +275,12 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
     }});
   };
   const Time latency = ipi ? idle_wake_latency(to.cpu()) : 0;
+  if (latency == 0) {
+    engine().after_task(std::move(switch_in));
+    return;
+  }
   engine().after_task([this, latency, switch_in = std::move(switch_in)]() mutable {
-    if (latency > 0) {
-      engine().at(engine().now() + latency, std::move(switch_in));
-    } else {
-      switch_in();
-    }
+    engine().at(engine().now() + latency, std::move(switch_in));
   });
 }
 

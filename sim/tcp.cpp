@@ -523,6 +523,19 @@ void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s, bool copied) {
 void recvmsg_copy(Net& net, TcpSock& s);
 void read_nonblocking(Net& net, TcpSock& s);
 
+// The reader after a call: with something queued it calls again at once (netperf loops on
+// recv(), iperf3 reads until EAGAIN and its select() returns at once); with nothing it sleeps
+// until tcp_data wakes it. What reaches the backlog while the call still holds the socket wakes
+// it from release_sock (tcp_data, in_release: no wake-up cost).
+void read_again_or_sleep(Net& net, TcpSock& s) {
+  if (s.receive_queue.empty()) {
+    s.reader_blocked = true;
+    return;
+  }
+  net.engine().after_task(
+      [&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
+}
+
 // The end of a recv() call: tcp_cleanup_rbuf, then release_sock.
 void recvmsg_end(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
@@ -533,12 +546,7 @@ void recvmsg_end(Net& net, TcpSock& s) {
   } else {
     end_call(net, s);
   }
-  if (s.receive_queue.empty()) {
-    s.reader_blocked = true;
-  } else {
-    net.engine().after_task(
-        [&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
-  }
+  read_again_or_sleep(net, s);
 }
 
 // __release_sock: the backlog's skbs, in the owner's context (sk_backlog_rcv = tcp_v4_do_rcv);
@@ -665,17 +673,13 @@ void read_nonblocking(Net& net, TcpSock& s) {
   s.nread_left = s.recv_left;
   cleanup_rbuf(net, ctx, s, copied);
   end_call(net, s);
-  if (!copied || s.nread_left == 0) {
-    s.nread_left = 0;  // Nread() returns: all it wanted, or EAGAIN
-    if (s.receive_queue.empty()) {
-      // select() sleeps. What reaches the backlog while this call holds the socket wakes it from
-      // release_sock (tcp_data, in_release: no wake-up cost).
-      s.reader_blocked = true;
-      return;
-    }
+  if (copied && s.nread_left != 0) {  // Nread() reads again
+    net.engine().after_task(
+        [&net, &s] { submit(*s.proc, [&net, &s] { read_nonblocking(net, s); }); });
+    return;
   }
-  net.engine().after_task(
-      [&net, &s] { submit(*s.proc, [&net, &s] { read_nonblocking(net, s); }); });
+  s.nread_left = 0;  // Nread() returns: all it wanted, or EAGAIN; then select()
+  read_again_or_sleep(net, s);
 }
 
 }  // namespace
