@@ -118,6 +118,19 @@ struct Host {
   std::vector<std::unique_ptr<ExecCtx>> other_ctxs;  // processes, interrupts
   // Per CPU: a woken process's way back onto it (the IPI, __schedule), before its own code runs.
   std::vector<std::unique_ptr<ExecCtx>> sched;
+
+  // Every execution context of the host, whose ledgers together hold all its charged time.
+  template <class F>
+  void for_each_context(F&& f) const {
+    for (const Softnet& sn : softnet) {
+      f(*sn.ctx);
+    }
+    for (const auto* group : {&sched, &other_ctxs}) {
+      for (const auto& c : *group) {
+        f(*c);
+      }
+    }
+  }
   std::vector<std::unique_ptr<Namespace>> namespaces;
   Sock* placeholder = nullptr;
 };

@@ -343,15 +343,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
           cells[i].add(ctx.ledger().cells()[i]);
         }
       };
-      for (auto& sn : h->softnet) {
-        add(*sn.ctx);
-      }
-      for (auto& c : h->sched) {
-        add(*c);
-      }
-      for (auto& c : h->other_ctxs) {
-        add(*c);
-      }
+      h->for_each_context(add);
       snap.push_back({busy, cells, std::move(by_cpu)});
     }
     return snap;
@@ -488,14 +480,9 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     for (auto& c : h->cpus) {
       r.total_busy_ps += c->busy_ps();
     }
-    for (auto& sn : h->softnet) {
-      r.total_ledger_ps += sn.ctx->ledger().total().cost_ps + sn.ctx->ledger().pending_ps();
-    }
-    for (const auto* group : {&h->sched, &h->other_ctxs}) {
-      for (const auto& c : *group) {
-        r.total_ledger_ps += c->ledger().total().cost_ps + c->ledger().pending_ps();
-      }
-    }
+    h->for_each_context([&r](const ExecCtx& c) {
+      r.total_ledger_ps += c.ledger().total().cost_ps + c.ledger().pending_ps();
+    });
   }
   r.pool_empty_at_end = net.pool().empty();
   if (!r.pool_empty_at_end) {
