@@ -744,12 +744,22 @@ void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
 }
 
 // release_sock -> __release_sock: the backlog, in the owner's context (sk_backlog_rcv =
-// tcp_v4_do_rcv), after the call that owned the socket.
+// tcp_v4_do_rcv), after the call that owned the socket. __release_sock loops "while ((skb =
+// sk->sk_backlog.head) != NULL)", the socket still owned: what reaches the backlog while it
+// runs is processed before the call returns, ahead of the caller's next call. The model learns
+// what arrived once this task's time has passed, so the loop goes on in a task of its own, first
+// in the CPU's queue; release_pending stays set meanwhile, so tcp_v4_rcv queues no other.
 void release_sock(Net& net, TcpSock& s) {
-  s.release_pending = false;
   s.in_bh = false;
   run_backlog(net, s);
-  end_call(net, s);  // what the backlog sent (ACK-clocked data) raised NET_RX in turn
+  net.engine().after_task([&net, &s] {
+    if (!s.backlog.empty()) {
+      s.proc->cpu().submit_next({s.proc, [&net, &s] { release_sock(net, s); }});
+      return;
+    }
+    s.release_pending = false;
+    end_call(net, s);  // what the backlog sent (ACK-clocked data) raised NET_RX in turn
+  });
 }
 
 // The end of a socket call's task. Its transmits went through dev_queue_xmit, whose
