@@ -155,22 +155,27 @@ std::uint64_t summed(const std::map<int, std::uint64_t>& m, int state) {
   return it == m.end() ? 0 : it->second;
 }
 
-ojson device_json(const DeviceCounts& d, std::int64_t segs) {
+// A device's counts per wire segment; each direction's counts (not its bytes per skb) times its
+// scale (see per_segment_json: 1, or the untraced runs' ACK rate over the traced run's).
+ojson device_json(const DeviceCounts& d, std::int64_t segs, double xmit_scale = 1,
+                  double rx_scale = 1) {
   ojson o;
-  o["xmit_skbs"] = rounded(ratio(d.xmit_skbs, segs), 5);
-  o["xmit_segments"] = rounded(ratio(d.xmit_segments, segs), 5);
-  o["xmit_gso_skbs"] = rounded(ratio(d.xmit_gso_skbs, segs), 5);
+  const auto xmit = [&](std::uint64_t n) { return rounded(ratio(n, segs) * xmit_scale, 5); };
+  const auto rx = [&](std::uint64_t n) { return rounded(ratio(n, segs) * rx_scale, 5); };
+  o["xmit_skbs"] = xmit(d.xmit_skbs);
+  o["xmit_segments"] = xmit(d.xmit_segments);
+  o["xmit_gso_skbs"] = xmit(d.xmit_gso_skbs);
   for (int s = 0; s < 4; ++s) {
-    o["xmit_ip_summed_" + ip_summed_name(s)] = rounded(ratio(summed(d.xmit_ip_summed, s), segs), 5);
+    o["xmit_ip_summed_" + ip_summed_name(s)] = xmit(summed(d.xmit_ip_summed, s));
   }
   o["xmit_len_bytes_per_skb"] = rounded(per(d.xmit_len_bytes, d.xmit_skbs), 1);
   o["xmit_data_len_bytes_per_skb"] = rounded(per(d.xmit_data_len_bytes, d.xmit_skbs), 1);
   o["xmit_linear_bytes_per_skb"] = rounded(
       per(d.xmit_len_bytes - std::min(d.xmit_len_bytes, d.xmit_data_len_bytes), d.xmit_skbs), 1);
-  o["rx_skbs"] = rounded(ratio(d.rx_skbs, segs), 5);
-  o["rx_gso_skbs"] = rounded(ratio(d.rx_gso_skbs, segs), 5);
+  o["rx_skbs"] = rx(d.rx_skbs);
+  o["rx_gso_skbs"] = rx(d.rx_gso_skbs);
   for (int s = 0; s < 4; ++s) {
-    o["rx_ip_summed_" + ip_summed_name(s)] = rounded(ratio(summed(d.rx_ip_summed, s), segs), 5);
+    o["rx_ip_summed_" + ip_summed_name(s)] = rx(summed(d.rx_ip_summed, s));
   }
   o["rx_len_bytes_per_skb"] = rounded(per(d.rx_len_bytes, d.rx_skbs), 1);
   o["rx_data_len_bytes_per_skb"] = rounded(per(d.rx_data_len_bytes, d.rx_skbs), 1);
@@ -251,8 +256,18 @@ std::string machine_line(const Machine& m) {
   return s;
 }
 
+bool xmit_toward_client(const NetPlan& plan, const PlanDevice& d) {
+  if (!d.veth) {
+    return false;
+  }
+  if (d.ns == Role::kServer) {
+    return true;
+  }
+  return !d.peer.empty() && plan.device(d.peer).ns == Role::kClient;
+}
+
 ojson per_segment_json(const TraceCounts& c, std::int64_t segments, const NetPlan& plan,
-                       const std::string& source) {
+                       const std::string& source, std::optional<double> untraced_acks) {
   ojson counters;
   counters["pskb_expand_head_calls"] = rounded(ratio(c.expand_head_allocs, segments), 5);
   counters["pskb_expand_head_alloc_bytes_per_call"] =
@@ -265,17 +280,31 @@ ojson per_segment_json(const TraceCounts& c, std::int64_t segments, const NetPla
       rounded(ratio(c.copy_datagram_iovec_bytes, segments), 1);
   counters["sk_buff_allocs"] = rounded(ratio(c.sk_buff_allocs, segments), 5);
   // In a TCP stream the server's veth end carries nothing but the receiver's ACKs.
+  std::optional<double> traced_acks;
   for (const PlanDevice& d : plan.devices) {
     const auto it = c.devices.find(d.ifname);
     if (d.veth && d.ns == Role::kServer && it != c.devices.end()) {
-      counters["tcp_acks_sent"] = rounded(ratio(it->second.xmit_skbs, segments), 5);
+      traced_acks = ratio(it->second.xmit_skbs, segments);
     }
+  }
+  // How many ACKs a segment draws depends on when the reader runs, which tracing changes (it
+  // slows the sender, an unlimited stream 3-5 times): with the untraced runs' rate given, the
+  // ACKs and every count of the reverse direction are that rate times the trace's count per ACK.
+  double reverse_scale = 1;
+  if (untraced_acks && traced_acks && *traced_acks > 0) {
+    reverse_scale = *untraced_acks / *traced_acks;
+  }
+  if (traced_acks) {
+    counters["tcp_acks_sent"] = rounded(*traced_acks * reverse_scale, 5);
   }
   ojson devices = ojson::object();
   for (const PlanDevice& d : plan.devices) {
     const auto it = c.devices.find(d.ifname);
+    const bool to_client = xmit_toward_client(plan, d);
+    const bool from_client = d.veth && !to_client;  // its receive side carries the ACKs
     devices[d.scenario_name] =
-        device_json(it == c.devices.end() ? DeviceCounts{} : it->second, segments);
+        device_json(it == c.devices.end() ? DeviceCounts{} : it->second, segments,
+                    to_client ? reverse_scale : 1.0, from_client ? reverse_scale : 1.0);
   }
   return {{"source", source},
           {"tolerance_pct", 10},
@@ -786,20 +815,23 @@ ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t 
   return flow;
 }
 
-// The untraced runs' IPIs and context switches per wire segment, medians; nullopt where no run
-// could count them.
+// The untraced runs' IPIs, context switches and ACKs (the server's TcpOutSegs) per wire segment,
+// medians; nullopt where no run could count them.
 struct WakeMedians {
   std::optional<double> ipis;
   std::optional<double> context_switches;
+  std::optional<double> acks;
 };
 
 WakeMedians wake_medians(const std::vector<RunFigures>& runs) {
   std::vector<double> ipis;
   std::vector<double> cs;
+  std::vector<double> acks;
   for (const RunFigures& f : runs) {
     if (f.client_out_segs <= 0) {
       continue;
     }
+    acks.push_back(ratio(f.server_out_segs, f.client_out_segs));
     if (f.activity.interrupts) {
       ipis.push_back(ratio(f.activity.wakeup_ipis(), f.client_out_segs));
     }
@@ -813,6 +845,9 @@ WakeMedians wake_medians(const std::vector<RunFigures>& runs) {
   }
   if (!cs.empty()) {
     w.context_switches = spread(cs).median;
+  }
+  if (!acks.empty()) {
+    w.acks = spread(acks).median;
   }
   return w;
 }
@@ -860,11 +895,16 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
         rounded(spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median, 5);
   }
   if (r.trace.counts && r.trace.run && r.trace.run->client_out_segs > 0) {
-    ref["per_segment"] = per_segment_json(*r.trace.counts, r.trace.run->client_out_segs, plan,
-                                          measurement_file + " /trace (tracepoints, bpftrace)");
-    // The wake-up counters of the untraced runs (tracing slows the stream and so changes how
-    // often the reader sleeps).
+    // The wake-up counters and the ACKs of the untraced runs (tracing slows the stream and so
+    // changes how often the reader sleeps, and how often it ACKs).
     const WakeMedians w = wake_medians(r.runs);
+    ref["per_segment"] = per_segment_json(
+        *r.trace.counts, r.trace.run->client_out_segs, plan,
+        measurement_file + " /trace (tracepoints, bpftrace)" +
+            (w.acks ? "; the ACKs, and the reverse direction's counts, at the untraced runs' ACK "
+                      "rate (the server's TcpOutSegs per segment, median)"
+                    : ""),
+        w.acks);
     ojson& counters = ref["per_segment"]["counters"];
     if (w.ipis) {
       counters["ipis"] = rounded(*w.ipis, 5);

@@ -106,10 +106,19 @@ struct MeasureContext {
 // The measurement file (schema 1, "kind": "skbsim-measurement").
 nlohmann::ordered_json measurement_json(const MeasureContext& ctx, const ConfigResult& r);
 
-// reference.per_segment from a traced run (docs/measure.md): counts per wire segment.
+// Whether what `d` transmits travels toward the client: the stream's reverse direction, which
+// carries nothing but the receiver's ACKs. A server-side end sends toward the client, and so does
+// an end whose peer is the client's; the bridge itself forwards nothing of its own.
+bool xmit_toward_client(const NetPlan& plan, const PlanDevice& d);
+
+// reference.per_segment from a traced run (docs/measure.md): counts per wire segment. With
+// untraced_acks (the untraced runs' ACKs per segment), tcp_acks_sent is that rate and each count
+// of the reverse direction (what travels toward the client: the ACKs) is the traced count per
+// traced ACK times it; the data direction's counts and every bytes-per-skb figure are the trace's.
 // Requires: segments > 0.
 nlohmann::ordered_json per_segment_json(const TraceCounts& counts, std::int64_t segments,
-                                        const NetPlan& plan, const std::string& source);
+                                        const NetPlan& plan, const std::string& source,
+                                        std::optional<double> untraced_acks = std::nullopt);
 
 // reference.profile_groups from a measurement's trace.profile (as measurement_json writes it) and
 // the untraced runs' median service demand: each busy group's share, weighted by CPU time where

@@ -785,6 +785,95 @@ TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
   EXPECT_EQ(checked, 30);
 }
 
+// The ACKs a segment draws depend on when the reader runs, which tracing changes; the reference
+// takes their rate from the untraced runs (the server's TcpOutSegs) and scales the reverse
+// direction's counts (what travels toward the client) to it, keeping the trace's counts per ACK.
+// The data direction's counts and the bytes per skb stay the trace's.
+TEST(MeasureReport, TheAckRateAndTheReverseDirectionComeFromTheUntracedRuns) {
+  ConfigResult r = sample_result(Topology::kForward);
+  for (RunFigures& f : r.runs) {
+    f.server_out_segs = static_cast<std::int64_t>(f.throughput_mbps / 20);  // 45, 50, 55
+  }
+  TraceCounts& c = *r.trace.counts;
+  c.devices["skbm-c0"].rx_skbs = 20;  // the traced run: 0.02 ACKs per segment
+  c.devices["skbm-c0"].rx_len_bytes = 20 * 52;
+  c.devices["skbm-hc"].rx_skbs = 1000;
+  c.devices["skbm-hc"].xmit_skbs = 20;
+  c.devices["skbm-hs"].xmit_skbs = 1000;
+  c.devices["skbm-hs"].rx_skbs = 20;
+  c.devices["skbm-s0"].rx_skbs = 1000;
+  c.devices["skbm-s0"].xmit_skbs = 20;
+  c.devices["skbm-s0"].xmit_ip_summed[3] = 20;
+  const auto doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
+  const auto& ps = doc["reference"]["per_segment"];
+  EXPECT_DOUBLE_EQ(ps["counters"]["tcp_acks_sent"].get<double>(), 0.05);  // median 50 / 1000
+  EXPECT_NE(ps["source"].get<std::string>().find("untraced runs' ACK rate"), std::string::npos);
+  const auto& d = ps["devices"];
+  EXPECT_DOUBLE_EQ(d["M/c0"]["rx_skbs"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(d["M/c0"]["rx_len_bytes_per_skb"].get<double>(), 52.0);
+  EXPECT_DOUBLE_EQ(d["M/c0"]["xmit_skbs"].get<double>(), 1.0);  // the data: the trace's
+  EXPECT_DOUBLE_EQ(d["M/hc"]["rx_skbs"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(d["M/hc"]["xmit_skbs"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(d["M/hs"]["xmit_skbs"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(d["M/hs"]["rx_skbs"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(d["M/s0"]["rx_skbs"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(d["M/s0"]["xmit_skbs"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(d["M/s0"]["xmit_ip_summed_partial"].get<double>(), 0.05);
+  // the measurement file keeps what the trace counted
+  const auto m = measurement_json(sample_context(), r);
+  EXPECT_DOUBLE_EQ(m["trace"]["per_segment"]["counters"]["tcp_acks_sent"].get<double>(), 0.02);
+}
+
+// The committed measured set's ACK rows are what per_segment_json makes of each scenario's own
+// measurement file: the untraced runs' ACK rate, and the reverse direction scaled to it (they were
+// rewritten so after the set was measured).
+TEST(MeasureReport, CommittedAckRowsAreTheUntracedRunsRate) {
+  const fs::path dir = kSource / "scenarios/measured/vm-2core";
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") {
+      continue;
+    }
+    SCOPED_TRACE(e.path().filename().string());
+    const auto sc = nlohmann::ordered_json::parse(slurp(e.path()));
+    const auto& ps = sc["reference"]["per_segment"];
+    const auto m =
+        nlohmann::ordered_json::parse(slurp(dir / "measurements" / e.path().filename()));
+    std::vector<double> acks;
+    for (const auto& run : m["runs"]) {
+      acks.push_back(run["tcp"]["server_out_segs"].get<double>() /
+                     run["tcp"]["client_out_segs"].get<double>());
+    }
+    std::sort(acks.begin(), acks.end());
+    ASSERT_EQ(acks.size() % 2, 1U);
+    const double untraced = acks[acks.size() / 2];
+    EXPECT_NEAR(ps["counters"]["tcp_acks_sent"].get<double>(), untraced, 1e-5);
+    const double segs = m["trace"]["run"]["tcp"]["client_out_segs"].get<double>();
+    const NetPlan plan = plan_for(*topology_from_name(m["configuration"]["topology"].get<std::string>()));
+    double traced = 0;
+    for (const PlanDevice& d : plan.devices) {
+      if (d.veth && d.ns == Role::kServer) {
+        traced = m["trace"]["counts"]["devices"][d.scenario_name]["xmit_skbs"].get<double>() / segs;
+      }
+    }
+    ASSERT_GT(traced, 0);
+    for (const PlanDevice& d : plan.devices) {
+      const auto& raw = m["trace"]["counts"]["devices"][d.scenario_name];
+      const auto& ref = ps["devices"][d.scenario_name];
+      const bool to_client = xmit_toward_client(plan, d);
+      const double xmit_scale = to_client ? untraced / traced : 1.0;
+      const double rx_scale = d.veth && !to_client ? untraced / traced : 1.0;
+      EXPECT_NEAR(ref["xmit_skbs"].get<double>(), raw["xmit_skbs"].get<double>() / segs * xmit_scale,
+                  1e-5)
+          << d.scenario_name;
+      EXPECT_NEAR(ref["rx_skbs"].get<double>(), raw["rx_skbs"].get<double>() / segs * rx_scale, 1e-5)
+          << d.scenario_name;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 30);
+}
+
 // iperf3 -b: the scenario's flow is paced the same way (rate_mbps), so all three figures compare.
 TEST(MeasureReport, AFixedRateScenarioPacesItsFlowAndKeepsEveryFigure) {
   ConfigResult r = sample_result(Topology::kDirect);
