@@ -52,7 +52,7 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   const JsonReader cpu = root.child("cpu");
   cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "csum_bytes_per_ns",
                            "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us",
-                           "idle_wake_blocked_us", "halt_poll_max_us"});
+                           "idle_wake_blocked_us", "halt_poll_max_us", "syscall_us"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
@@ -68,6 +68,9 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   } else if (const auto b = cpu.optional_child("idle_wake_blocked_us")) {
     b->fail("expected \"halt_poll_max_us\" with \"idle_wake_blocked_us\" (a wake-up is slower only "
             "after the host's polling window), got no polling window");
+  }
+  if (const auto w = cpu.optional_child("syscall_us")) {
+    p.syscall_us_ = valued(*w, 0, 1000);
   }
   const JsonReader calls = root.child("calls");
   calls.reject_unknown_keys({"scale", "group_scales", "default_cycles", "symbols"});
@@ -97,6 +100,10 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
     if (!sym) {
       s.fail("expected a kernel symbol skbsim models, got \"" + it.key() + "\"");
     }
+    if (*sym == Sym::kSyscall) {
+      s.fail("expected no cycles for entry_SYSCALL_64: a system call's entry and exit is "
+             "\"cpu\": {\"syscall_us\"}, measured as time");
+    }
     s.reject_unknown_keys({"cycles", "source"});
     (void)s.child("source").string();
     p.cycles_[*sym] = s.child("cycles").number_in(0, 1e6);
@@ -121,6 +128,8 @@ CostModel CostPreset::model() const {
   m.idle_wake_ps = std::llround(idle_wake_us_ * 1e6);
   m.idle_wake_blocked_ps = std::llround(idle_wake_blocked_us_ * 1e6);
   m.halt_poll_max_ps = std::llround(halt_poll_max_us_ * 1e6);
+  m.syscall_ps = std::llround(syscall_us_ * 1e6);
+  m.call_ps[index(Sym::kSyscall)] = m.syscall_ps;
   return m;
 }
 

@@ -63,6 +63,7 @@ class CostPreset {
   double idle_wake_us_ = 0;
   double idle_wake_blocked_us_ = 0;
   double halt_poll_max_us_ = 0;
+  double syscall_us_ = 0;
   nlohmann::ordered_json doc_;
 };
 

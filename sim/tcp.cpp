@@ -26,6 +26,31 @@ std::uint32_t window_now(const TcpSock& s) {
 
 void submit(ExecCtx& ctx, std::function<void()> fn) { ctx.cpu().submit({&ctx, std::move(fn)}); }
 
+// A system call made by the application: its entry and exit (cpu.syscall_us: under
+// virtualisation a microsecond, more than most calls' own work), then `call`, the work between
+// them. The entry and exit are charged in a task of their own, which holds no socket (in_syscall),
+// so what arrives meanwhile goes to the receive queue, not the backlog, as it would while the
+// kernel runs entry_SYSCALL_64 or the application its user-space loop. The model charges the
+// exit of one call and the entry of the next together, before the next. Without the preset key,
+// `call` runs at once, its syscall symbols' cycles standing for the entry (the 2007 presets).
+void syscall(Net& net, TcpSock& s, void (*call)(Net&, TcpSock&)) {
+  if (net.cost_model().syscall_ps == 0) {
+    call(net, s);
+    return;
+  }
+  net.engine().after_task([&net, &s, call] {
+    s.proc->cpu().submit_next({s.proc, [&net, &s, call] {
+                                 s.in_syscall = true;
+                                 net.charge(*s.proc, Sym::kSyscall);
+                                 net.engine().after_task([&net, &s, call] {
+                                   s.in_syscall = false;
+                                   s.proc->cpu().submit_next(
+                                       {s.proc, [&net, &s, call] { call(net, s); }});
+                                 });
+                               }});
+  });
+}
+
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s);
 void sendmsg_task(Net& net, TcpSock& s);
 void end_call(Net& net, TcpSock& s);
@@ -311,14 +336,21 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
   next_send(net, s);
 }
 
+void sendmsg_call(Net& net, TcpSock& s);
+
 void sendmsg_task(Net& net, TcpSock& s) {
-  ExecCtx& ctx = *s.proc;
   if (s.app_start < 0) {
     s.app_start = net.engine().now();
   }
   if (s.to_send == 0) {
     return;
   }
+  syscall(net, s, sendmsg_call);
+}
+
+// send(): tcp_sendmsg and what it transmits.
+void sendmsg_call(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
   net.charge(ctx, Sym::kSysSendto);
   net.charge(ctx, Sym::kTcpSendmsg);
   ++s.stats.sendmsg_calls;
@@ -587,16 +619,17 @@ void recvmsg_more(Net& net, TcpSock& s) {
 // more queued when the call ends reads again at once (iperf3 reads until EAGAIN, netperf loops on
 // recv()); one that emptied the queue sleeps until tcp_data wakes it.
 void tcp_recvmsg_task(Net& net, TcpSock& s) {
-  ExecCtx& ctx = *s.proc;
   if (s.params.nonblocking) {
     read_nonblocking(net, s);
     return;
   }
-  net.charge(ctx, Sym::kSysRecvfrom);
-  net.charge(ctx, Sym::kTcpRecvmsg);
-  s.recv_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                        : s.params.recv_size;
-  recvmsg_copy(net, s);
+  syscall(net, s, [](Net& n, TcpSock& k) {
+    n.charge(*k.proc, Sym::kSysRecvfrom);
+    n.charge(*k.proc, Sym::kTcpRecvmsg);
+    k.recv_left = k.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                          : k.params.recv_size;
+    recvmsg_copy(n, k);
+  });
 }
 
 // tcp_recvmsg_locked's copy loop: what the receive queue holds, up to recv_left bytes.
@@ -658,13 +691,29 @@ void recvmsg_copy(Net& net, TcpSock& s) {
 // release_sock moves the backlog to the queue (and wakes this reader, see below). Nread() reads
 // again until it has recv_size bytes or gets EAGAIN; iperf3 then select()s, which returns at once
 // while data is queued and otherwise sleeps until tcp_data wakes it.
+void read_call(Net& net, TcpSock& s);
+
 void read_nonblocking(Net& net, TcpSock& s) {
-  ExecCtx& ctx = *s.proc;
-  if (s.nread_left == 0) {  // a new Nread(), after the select() that found the socket readable
-    net.charge(ctx, Sym::kDoSelect);
-    s.nread_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                           : s.params.recv_size;
+  if (s.nread_left != 0) {
+    syscall(net, s, read_call);
+    return;
   }
+  // A new Nread(), after the select() that found the socket readable.
+  s.nread_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                         : s.params.recv_size;
+  syscall(net, s, [](Net& n, TcpSock& k) {
+    // select() polls the socket (tcp_poll) without lock_sock: deliveries meanwhile are the
+    // softirq's, as during a system call's entry.
+    k.in_syscall = true;
+    n.charge(*k.proc, Sym::kDoSelect);
+    n.engine().after_task([&k] { k.in_syscall = false; });
+    syscall(n, k, read_call);
+  });
+}
+
+// One read() of the Nread().
+void read_call(Net& net, TcpSock& s) {
+  ExecCtx& ctx = *s.proc;
   net.charge(ctx, Sym::kSysRecvfrom);
   net.charge(ctx, Sym::kTcpRecvmsg);
   s.recv_left = s.nread_left;
@@ -829,7 +878,8 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   // sock_owned_by_user: the application's call holds the socket: its task runs (on another CPU:
   // this CPU runs one task at a time), or the softirq it raised runs inside it (end_call).
   if (s.in_bh || s.in_recv ||
-      (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu())) {
+      (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu() &&
+       !s.in_syscall)) {
     net.charge(ctx, &skb, {.sym = Sym::kSkAddBacklog});
     if (!net.v2620() && backlog_coalesce(net, ctx, s, skb)) {
       return;

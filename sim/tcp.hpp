@@ -127,6 +127,9 @@ struct TcpSock {
   bool release_pending = false;
   bool in_release = false;
   bool in_bh = false;
+  // The application's task runs but does not hold the socket: a system call's entry and exit
+  // (cpu.syscall_us), or select(); deliveries meanwhile are the softirq's to process.
+  bool in_syscall = false;
 
   bool matches(const PacketMeta& m) const noexcept {
     return m.daddr == saddr && m.dport == sport && m.saddr == daddr && m.sport == dport;

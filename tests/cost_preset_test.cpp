@@ -279,4 +279,74 @@ TEST(IdleWake, ALaterWakeUpReadsMorePerCall) {
 }
 
 }  // namespace
+// ---- a system call's entry and exit ------------------------------------------------------------
+
+// cpu.syscall_us: a null system call's time on the machine (skbsim measure's speed probe), charged
+// as entry_SYSCALL_64 once per call, unscaled by call_scale; no preset may give it cycles, and the
+// 2007 presets, whose syscall symbols include their entry, have none.
+TEST(Syscall, ThePresetsTimeReachesTheCostModelUnscaled) {
+  CostPreset p = modern();
+  const CostModel m = p.model();
+  EXPECT_EQ(m.syscall_ps, 1050 * 1000);
+  EXPECT_EQ(m.call_ps[index(Sym::kSyscall)], m.syscall_ps);
+  p.set("call_scale", 3.0);
+  EXPECT_EQ(p.model().call_ps[index(Sym::kSyscall)], m.syscall_ps);
+  const CostModel old = CostPreset::load(kModels + "xeon-2007.json", "xeon-2007.json").model();
+  EXPECT_EQ(old.syscall_ps, 0);
+  EXPECT_EQ(old.call_ps[index(Sym::kSyscall)], 0);
+}
+
+TEST(Syscall, CyclesForTheEntryAreAnErrorNamingTheirPath) {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  doc["calls"]["symbols"]["entry_SYSCALL_64"] = {{"cycles", 300}, {"source", "a guess"}};
+  const skbsim::testing::TempDir tmp;
+  const fs::path file = tmp.path() / "p.json";
+  std::ofstream(file) << doc.dump(2);
+  try {
+    (void)CostPreset::load(file.string(), "p.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("p.json: /calls/symbols/entry_SYSCALL_64: expected", 0),
+              0U)
+        << e.what();
+  }
+}
+
+// Every call the applications make pays one entry and exit: iperf3's write()s, its reader's
+// read()s and select()s.
+TEST(Syscall, EachSocketCallAndSelectPaysOneEntry) {
+  const RunResult r = run_scenario(measured("direct-off-unlimited", modern(), 0.02).spec);
+  const HostResult& h = host_m(r);
+  ASSERT_GT(r.segments, 1000U);
+  EXPECT_GT(cell(h, Sym::kDoSelect).calls, 0U);
+  EXPECT_EQ(cell(h, Sym::kSyscall).calls, cell(h, Sym::kTcpSendmsg).calls +
+                                              cell(h, Sym::kTcpRecvmsg).calls +
+                                              cell(h, Sym::kDoSelect).calls);
+}
+
+// The entry and exit, and select(), do not hold the socket (lock_sock comes inside the call;
+// tcp_poll takes no lock): what arrives meanwhile is processed by the softirq that delivers it,
+// not left on the backlog. With a long entry, most of the reader's time is outside the socket, so
+// fewer deliveries find it owned; were the entry charged inside the call, more would.
+TEST(Syscall, TheEntryDoesNotHoldTheSocket) {
+  CostPreset slow = modern();
+  nlohmann::ordered_json doc = slow.to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  doc["cpu"]["syscall_us"]["value"] = 30.0;
+  const skbsim::testing::TempDir tmp;
+  const fs::path file = tmp.path() / "p.json";
+  std::ofstream(file) << doc.dump(2);
+  slow = CostPreset::load(file.string(), "p.json");
+  const RunResult fast = run_scenario(measured("direct-off-unlimited", modern(), 0.02).spec);
+  const RunResult r = run_scenario(measured("direct-off-unlimited", slow, 0.02).spec);
+  const auto backlogged = [](const RunResult& x) {
+    return static_cast<double>(cell(host_m(x), Sym::kSkAddBacklog).calls) /
+           static_cast<double>(x.segments);
+  };
+  ASSERT_GT(r.segments, 1000U);
+  EXPECT_LT(backlogged(r), 0.5 * backlogged(fast));
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+}
+
 }  // namespace skbsim::sim

@@ -70,6 +70,10 @@ struct CostModel {
   std::int64_t idle_wake_ps = 0;
   std::int64_t idle_wake_blocked_ps = 0;
   std::int64_t halt_poll_max_ps = 0;
+  // A system call's entry and exit, measured as time (a null call in a loop), not scaled as
+  // cycles are; call_ps[kSyscall] holds it too. 0: the model charges none (the syscall symbols'
+  // cycles then include their entry, as the 2007 presets have it).
+  std::int64_t syscall_ps = 0;
 
   std::int64_t price(const Work& w) const noexcept {
     const std::int64_t bytes_fs = static_cast<std::int64_t>(w.copied) * copy_fs_per_byte +
