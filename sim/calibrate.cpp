@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "sim/kernel_groups.hpp"
 #include "sim/run.hpp"
@@ -116,8 +117,9 @@ std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const Cos
 }
 
 FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
-              const std::vector<std::string>& free) {
-  FitResult f{start, free, {}, 0, 0};
+              const std::vector<std::string>& free,
+              const std::map<std::string, double>& priors) {
+  FitResult f{start, free, {}, 0, 0, priors};
   const std::size_t n = free.size();
   std::vector<double> x(n);  // log of each parameter
   std::vector<double> lo(n);
@@ -133,70 +135,112 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
       p.set(free[i], std::exp(v[i]));
     }
   };
+  const std::vector<double> x0 = x;
+  std::vector<double> prior_sd(n, 0.0);  // 0: no prior
+  for (std::size_t i = 0; i < n; ++i) {
+    if (const auto it = priors.find(free[i]); it != priors.end()) {
+      prior_sd[i] = std::log(it->second);
+    }
+  }
   auto residuals_at = [&](const std::vector<double>& v) {
     CostPreset p = start;
     apply(p, v);
-    return residual_vector(evaluate(scenarios, p));
+    std::vector<double> r = residual_vector(evaluate(scenarios, p));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (prior_sd[i] > 0) {
+        r.push_back((v[i] - x0[i]) / prior_sd[i]);
+      }
+    }
+    return r;
   };
-  std::vector<double> r = residuals_at(x);
-  double cost = sum_sq(r);
-  double lambda = 1e-3;
-  for (int it = 0; it < 60 && n > 0; ++it) {
-    f.iterations = it + 1;
-    // Jacobian by forward differences in log space. The step is 1% of the parameter: the model
-    // is a discrete simulation, so a CPU-bound run's figures move in small steps (which segments
-    // fall inside the window), and a much smaller step measures that grain, not the slope.
-    std::vector<std::vector<double>> jac(r.size(), std::vector<double>(n));
-    for (std::size_t j = 0; j < n; ++j) {
-      std::vector<double> xj = x;
-      const double h = 1e-2;
-      xj[j] += h;
-      const std::vector<double> rj = residuals_at(xj);
+  // One Levenberg-Marquardt descent from `at`, which it leaves at the minimum it reaches; the
+  // cost there, and the iterations it took.
+  auto descend = [&](std::vector<double>& at, int& iterations) {
+    std::vector<double> r = residuals_at(at);
+    double cost = sum_sq(r);
+    double lambda = 1e-3;
+    for (int it = 0; it < 60 && n > 0; ++it) {
+      iterations = it + 1;
+      // Jacobian by forward differences in log space. The step is 1% of the parameter: the model
+      // is a discrete simulation, so a CPU-bound run's figures move in small steps (which segments
+      // fall inside the window), and a much smaller step measures that grain, not the slope.
+      std::vector<std::vector<double>> jac(r.size(), std::vector<double>(n));
+      for (std::size_t j = 0; j < n; ++j) {
+        std::vector<double> xj = at;
+        const double h = 1e-2;
+        xj[j] += h;
+        const std::vector<double> rj = residuals_at(xj);
+        for (std::size_t i = 0; i < r.size(); ++i) {
+          jac[i][j] = (rj[i] - r[i]) / h;
+        }
+      }
+      std::vector<std::vector<double>> jtj(n, std::vector<double>(n, 0.0));
+      std::vector<double> jtr(n, 0.0);
       for (std::size_t i = 0; i < r.size(); ++i) {
-        jac[i][j] = (rj[i] - r[i]) / h;
-      }
-    }
-    std::vector<std::vector<double>> jtj(n, std::vector<double>(n, 0.0));
-    std::vector<double> jtr(n, 0.0);
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      for (std::size_t a = 0; a < n; ++a) {
-        jtr[a] -= jac[i][a] * r[i];
-        for (std::size_t b = 0; b < n; ++b) {
-          jtj[a][b] += jac[i][a] * jac[i][b];
+        for (std::size_t a = 0; a < n; ++a) {
+          jtr[a] -= jac[i][a] * r[i];
+          for (std::size_t b = 0; b < n; ++b) {
+            jtj[a][b] += jac[i][a] * jac[i][b];
+          }
         }
       }
-    }
-    bool improved = false;
-    for (int tries = 0; tries < 12 && !improved; ++tries) {
-      auto m = jtj;
-      for (std::size_t a = 0; a < n; ++a) {
-        m[a][a] += lambda * (jtj[a][a] + 1e-12);
-      }
-      const std::vector<double> step = solve(m, jtr);
-      std::vector<double> xn = x;
-      for (std::size_t a = 0; a < n; ++a) {
-        xn[a] = std::clamp(x[a] + step[a], lo[a], hi[a]);
-      }
-      const std::vector<double> rn = residuals_at(xn);
-      const double cn = sum_sq(rn);
-      if (cn < cost) {
-        const double gain = cost - cn;
-        x = xn;
-        r = rn;
-        cost = cn;
-        lambda = std::max(lambda / 5, 1e-9);
-        improved = true;
-        if (gain < 1e-14) {
-          it = 1000;  // converged
+      bool improved = false;
+      for (int tries = 0; tries < 12 && !improved; ++tries) {
+        auto m = jtj;
+        for (std::size_t a = 0; a < n; ++a) {
+          m[a][a] += lambda * (jtj[a][a] + 1e-12);
         }
-      } else {
-        lambda *= 10;
+        const std::vector<double> step = solve(m, jtr);
+        std::vector<double> xn = at;
+        for (std::size_t a = 0; a < n; ++a) {
+          xn[a] = std::clamp(at[a] + step[a], lo[a], hi[a]);
+        }
+        const std::vector<double> rn = residuals_at(xn);
+        const double cn = sum_sq(rn);
+        if (cn < cost) {
+          const double gain = cost - cn;
+          at = xn;
+          r = rn;
+          cost = cn;
+          lambda = std::max(lambda / 5, 1e-9);
+          improved = true;
+          if (gain < 1e-14) {
+            it = 1000;  // converged
+          }
+        } else {
+          lambda *= 10;
+        }
+      }
+      if (!improved) {
+        break;
       }
     }
-    if (!improved) {
+    return cost;
+  };
+  // Several starts, spread in log space, and the lowest minimum: parameters that trade off
+  // against each other (call_scale against a group's scale) leave the cost with more than one
+  // minimum, and a descent from one start can end in a worse one or at a bound. The starts are
+  // the preset's values and every free parameter halved, then doubled (within its bounds);
+  // the first of equal minima wins, so the fit stays deterministic.
+  double best_cost = std::numeric_limits<double>::infinity();
+  std::vector<double> best = x;
+  for (const double shift : {0.0, -std::log(2.0), std::log(2.0)}) {
+    std::vector<double> xs = x0;
+    for (std::size_t i = 0; i < n; ++i) {
+      xs[i] = std::clamp(x0[i] + shift, lo[i], hi[i]);
+    }
+    int iterations = 0;
+    const double c = descend(xs, iterations);
+    f.iterations += iterations;
+    if (c < best_cost) {
+      best_cost = c;
+      best = xs;
+    }
+    if (n == 0) {
       break;
     }
   }
+  x = best;
   apply(f.preset, x);
   f.residuals = evaluate(scenarios, f.preset);
   double s = 0;
@@ -209,7 +253,8 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
 
 std::vector<LeaveOneOut> leave_one_out(const std::vector<Scenario>& scenarios,
                                        const CostPreset& start,
-                                       const std::vector<std::string>& free) {
+                                       const std::vector<std::string>& free,
+                                       const std::map<std::string, double>& priors) {
   std::vector<LeaveOneOut> out;
   for (std::size_t i = 0; i < scenarios.size(); ++i) {
     if (!scenarios[i].reference) {
@@ -221,7 +266,7 @@ std::vector<LeaveOneOut> leave_one_out(const std::vector<Scenario>& scenarios,
         rest.push_back(scenarios[k]);
       }
     }
-    const FitResult f = fit(rest, start, free);
+    const FitResult f = fit(rest, start, free, priors);
     out.push_back({scenarios[i].name, evaluate({scenarios[i]}, f.preset)});
   }
   return out;
@@ -232,6 +277,16 @@ nlohmann::ordered_json fit_record(const FitResult& f, const std::string& command
   j["command"] = command;
   j["method"] =
       "bounded least squares (Levenberg-Marquardt on log parameters) of the relative CPU errors";
+  if (!f.priors.empty()) {
+    nlohmann::ordered_json widths = nlohmann::ordered_json::object();
+    for (const auto& [param, width] : f.priors) {
+      widths[param] = width;
+    }
+    j["priors"] = {{"width_factors", widths},
+                   {"about", "a log-normal prior on each named parameter, centred on the starting "
+                             "preset's value, the factor times or 1/factor of it at one standard "
+                             "deviation (calibrate --prior PARAM=FACTOR)"}};
+  }
   nlohmann::ordered_json params = nlohmann::ordered_json::object();
   for (const std::string& p : f.free) {
     params[p] = f.preset.get(p);

@@ -9,6 +9,7 @@
 // with a finite-difference Jacobian, clamped to the physical bounds CostPreset::bounds() gives.
 // Deterministic: the same inputs give the same preset, which is what lets CI re-run the fit.
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,13 +38,21 @@ struct FitResult {
   std::vector<Residual> residuals;
   double rms_pct = 0;
   int iterations = 0;
+  std::map<std::string, double> priors;  // as given to fit()
 };
 
 // Every figure of every scenario, predicted with `preset` in place of each scenario's own.
 std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const CostPreset& preset);
-// Fits the `free` parameters of `start` to the scenarios' references.
+// Fits the `free` parameters of `start` to the scenarios' references. A free parameter named in
+// `priors` (parameter -> width factor > 1) also has a log-normal prior centred on its starting
+// value, the factor times the value or 1/factor of it at one standard deviation: a residual
+// (ln p - ln p0) / ln factor joins the figures' relative errors (a maximum a posteriori fit). It
+// conditions a parameter the figures do not pin down alone (a group's scale, which trades off
+// against call_scale), where without it the fit may end in any of several minima of nearly equal
+// error, or at a bound. The fit's rms error is over the figures alone.
 FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
-              const std::vector<std::string>& free);
+              const std::vector<std::string>& free,
+              const std::map<std::string, double>& priors = {});
 
 struct LeaveOneOut {
   std::string scenario;
@@ -51,7 +60,8 @@ struct LeaveOneOut {
 };
 std::vector<LeaveOneOut> leave_one_out(const std::vector<Scenario>& scenarios,
                                        const CostPreset& start,
-                                       const std::vector<std::string>& free);
+                                       const std::vector<std::string>& free,
+                                       const std::map<std::string, double>& priors = {});
 
 // The "fit" record written into a fitted preset: the command, the free parameters with their
 // values, the residuals.

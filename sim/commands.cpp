@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
@@ -450,6 +451,10 @@ int run_calibrate(const std::vector<std::string>& args) {
       "remote_cpu_util_pct, remote_service_demand_us_per_kb (default: all of these a reference "
       "has), profile:<group> (a group's us/KB in reference.profile_groups; only when named)")(
       "out,o", po::value<std::string>(), "where to write the fitted preset (default: print it)")(
+      "prior", po::value<std::vector<std::string>>()->multitoken(),
+      "PARAM=FACTOR: condition the fit with a log-normal prior on a free parameter, centred on "
+      "its starting value, FACTOR (> 1) times or 1/FACTOR of it at one standard deviation "
+      "(default: none)")(
       "no-loo", "skip the leave-one-out table");
   po::variables_map vm;
   if (!parse_args(args, visible, visible, {}, vm, usage)) {
@@ -482,6 +487,29 @@ int run_calibrate(const std::vector<std::string>& args) {
     for (const std::string& p : free) {
       if (!start.has_param(p)) {
         throw InputError("--free", "", "expected a preset parameter, got \"" + p + "\"");
+      }
+    }
+    std::map<std::string, double> priors;
+    if (vm.count("prior") != 0) {
+      for (const std::string& w : vm["prior"].as<std::vector<std::string>>()) {
+        const auto eq = w.find('=');
+        const std::string param = w.substr(0, eq);
+        if (eq == std::string::npos ||
+            std::find(free.begin(), free.end(), param) == free.end()) {
+          throw InputError("--prior", "",
+                           "expected PARAM=FACTOR with a parameter --free names, got \"" + w +
+                               "\"");
+        }
+        double factor = 0;
+        const std::string num = w.substr(eq + 1);
+        const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), factor);
+        if (ec != std::errc() || end != num.data() + num.size() || !(factor > 1) ||
+            !std::isfinite(factor)) {
+          throw InputError("--prior", "",
+                           "expected a factor above 1 after \"" + param + "=\", got \"" + num +
+                               "\"");
+        }
+        priors[param] = factor;
       }
     }
     // --figure: the figures left out are dropped from every reference before the fit (a
@@ -544,7 +572,7 @@ int run_calibrate(const std::vector<std::string>& args) {
     if (scenarios.empty()) {
       throw InputError(inputs.front(), "", "expected scenarios with CPU references, got none");
     }
-    const FitResult f = fit(scenarios, start, free);
+    const FitResult f = fit(scenarios, start, free, priors);
     std::cout << "Fitted " << f.free.size() << " parameter(s) to " << f.residuals.size()
               << " figures of " << scenarios.size() << " scenarios in " << f.iterations
               << " iterations; rms error " << fixed(f.rms_pct, 2) << "%\n";
@@ -562,7 +590,7 @@ int run_calibrate(const std::vector<std::string>& args) {
     }
     if (vm.count("no-loo") == 0 && scenarios.size() > 1) {
       std::cout << "\nLeave-one-out (each scenario predicted by a fit of the others):\n";
-      for (const LeaveOneOut& l : leave_one_out(scenarios, start, free)) {
+      for (const LeaveOneOut& l : leave_one_out(scenarios, start, free, priors)) {
         for (const Residual& r : l.predicted) {
           std::cout << std::left << std::setw(38) << r.scenario << std::setw(26) << r.figure
                     << std::right << std::setw(10) << fixed(r.measured, 3) << std::setw(11)

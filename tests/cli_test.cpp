@@ -164,6 +164,21 @@ TEST(CalibrateCommand, AProfileFigureNamesAGroupTheModelHas) {
       << r.err;
 }
 
+// calibrate --prior PARAM=FACTOR: a parameter the fit frees, and a width above 1.
+TEST(CalibrateCommand, APriorNamesAFreeParameterAndAWidthAboveOne) {
+  const std::vector<std::string> base = {"calibrate", "--scenarios",
+                                         "scenarios/measured/vm-2core/direct-off-unlimited.json",
+                                         "--preset", "scenarios/models/modern-2core.json",
+                                         "--free", "call_scale", "--no-loo", "--prior"};
+  for (const char* bad : {"call_scale=1", "call_scale=x", "call_scale", "group_scale:ip=2"}) {
+    std::vector<std::string> argv = base;
+    argv.emplace_back(bad);
+    const Invocation r = run_cli(argv);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_EQ(r.err.rfind("--prior: expected", 0), 0U) << bad << ": " << r.err;
+  }
+}
+
 // CI re-runs the committed fit of the development VM's preset: scenarios/models/
 // modern-2core-fitted.json must be what its own "fit.command" yields (the service demand and the
 // kernel profile's ip and device groups of the two direct rows), to the last digit.

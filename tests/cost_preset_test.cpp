@@ -349,4 +349,29 @@ TEST(Syscall, TheEntryDoesNotHoldTheSocket) {
   EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
 }
 
+// ---- calibrate's prior ------------------------------------------------------------------------
+
+// One service demand cannot say how much of it is ip's: call_scale and group_scale:ip trade off.
+// A prior on the group's scale holds it near its start, and call_scale takes up the difference.
+TEST(Calibrate, APriorHoldsAParameterTheFiguresLeaveFree) {
+  CostPreset truth = modern();
+  truth.set("call_scale", 1.3);
+  Scenario sc = measured("direct-off-unlimited", truth, 0.02);
+  const RunResult run = run_scenario(sc.spec);
+  Reference ref;
+  ref.source = "the model with call_scale 1.3";
+  ref.tolerance_pct = 1;
+  ref.host = "M";
+  ref.service_demand_us_per_kb = host_m(run).service_demand_us_per_kb;
+  sc.reference = ref;
+  const FitResult f =
+      fit({sc}, modern(), {"call_scale", "group_scale:ip"}, {{"group_scale:ip", 1.5}});
+  EXPECT_LT(std::abs(std::log(f.preset.get("group_scale:ip"))), 0.05);
+  EXPECT_NEAR(f.preset.get("call_scale"), 1.3, 0.05);
+  ASSERT_EQ(f.residuals.size(), 1U);  // the prior is not a figure
+  EXPECT_LT(f.rms_pct, 1.0);
+  const auto rec = fit_record(f, "skbsim calibrate ...");
+  EXPECT_EQ(rec["priors"]["width_factors"]["group_scale:ip"], 1.5);
+}
+
 }  // namespace skbsim::sim
