@@ -528,9 +528,11 @@ std::string bpftrace_reason(const Process& p) {
 // line before attaching, so we ask for the line its own test harness waits for
 // (__BPFTRACE_NOTIFY_PROBES_ATTACHED, printed once all probes are attached). A bpftrace without it
 // gets 30 s after "attached_probes", with a warning.
-Process start_tracer(Session& ss) {
+// `reader`: the iperf3 server's pid, the program's $1 (its wake-up probes follow it).
+Process start_tracer(Session& ss, pid_t reader) {
   Process bt =
-      Process::start({ss.tools.bpftrace, "-f", "json", ss.program.string()}, ss.scratch,
+      Process::start({ss.tools.bpftrace, "-f", "json", ss.program.string(), std::to_string(reader)},
+                     ss.scratch,
                      {"BPFTRACE_MAP_KEYS_MAX=65536", "__BPFTRACE_NOTIFY_PROBES_ATTACHED=1"});
   const auto start = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> announced;
@@ -606,7 +608,7 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   const auto server0 = lab.tcp_counters(Role::kServer);
   std::optional<Process> tracer;
   if (traced != nullptr) {
-    tracer.emplace(start_tracer(ss));
+    tracer.emplace(start_tracer(ss, srv.pid()));
   }
 
   std::vector<std::string> client = lab.in(Role::kClient);

@@ -691,6 +691,29 @@ ojson profile_json(const ProfileSamples& samples, const std::optional<RunFigures
           {"tracing_functions", samples_object(p.tracing_functions, 10)}};
 }
 
+namespace {
+
+// "under 50 us", "50-200 us", "200 us or more": the sleep before a wake-up, bucket by bucket.
+constexpr std::array<const char*, 3> kWakeBuckets = {"slept_under_50us", "slept_50_to_200us",
+                                                     "slept_200us_or_more"};
+
+// trace.wake_latency: the reader's remote wake-ups, sched_waking -> sched_wakeup, by its sleep.
+ojson wake_latency_json(const TraceCounts& c) {
+  ojson o = ojson::object();
+  for (const auto& [bucket, w] : c.wake_latency) {
+    if (bucket < 0 || bucket >= static_cast<int>(kWakeBuckets.size()) || w.count == 0) {
+      continue;
+    }
+    o[kWakeBuckets[static_cast<std::size_t>(bucket)]] = {
+        {"wakeups", w.count},
+        {"mean_us", rounded(static_cast<double>(w.total_ns) / static_cast<double>(w.count) / 1000,
+                            2)}};
+  }
+  return o;
+}
+
+}  // namespace
+
 ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
   ojson tr = {{"status", t.status}};
   if (!t.reason.empty()) {
@@ -742,6 +765,12 @@ ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
   tr["alloc_sites"] = sites;
   if (!c.profile.empty()) {
     tr["profile"] = profile_json(c.profile, t.run);
+  }
+  if (const ojson w = wake_latency_json(c); !w.empty()) {
+    tr["wake_latency"] = {{"source", "bpftrace: sched:sched_waking on the waker's CPU to "
+                                     "sched:sched_wakeup on the reader's, remote wake-ups of the "
+                                     "iperf3 server after a sleep"},
+                          {"by_sleep", w}};
   }
   return tr;
 }
@@ -1152,6 +1181,19 @@ std::string trace_summary(const ConfigResult& r) {
     << fixed(ratio(c.copy_datagram_iovec_bytes, segs), 0) << " B)"
     << ", consume_skb " << fixed(ratio(c.consume_skb, segs), 4) << ", kfree_skb "
     << fixed(ratio(c.kfree_skb, segs), 4) << "\n";
+  if (!c.wake_latency.empty()) {
+    s << "    reader's wake-up latency (remote, sched_waking -> sched_wakeup):";
+    for (const auto& [bucket, w] : c.wake_latency) {
+      if (w.count == 0 || bucket < 0 || bucket > 2) {
+        continue;
+      }
+      static constexpr std::array<const char*, 3> kAfter = {"< 50 us", "50-200 us", ">= 200 us"};
+      s << " after " << kAfter[static_cast<std::size_t>(bucket)] << " asleep "
+        << fixed(static_cast<double>(w.total_ns) / static_cast<double>(w.count) / 1000, 1)
+        << " us (" << w.count << ")";
+    }
+    s << "\n";
+  }
   if (!c.profile.empty()) {
     s << profile_summary(c.profile, r.trace.run);
   }

@@ -165,6 +165,7 @@ const std::vector<std::string>& wanted_tracepoints() {
   static const std::vector<std::string> wanted = {
       "net:net_dev_start_xmit",      "net:netif_rx_entry", "skb:consume_skb",       "skb:kfree_skb",
       "skb:skb_copy_datagram_iovec", "kmem:kmalloc",       "kmem:kmem_cache_alloc",
+      "sched:sched_switch",          "sched:sched_waking", "sched:sched_wakeup",
   };
   return wanted;
 }
@@ -238,6 +239,33 @@ std::string bpftrace_program(const std::vector<std::string>& present,
          ") {\n"
          "    @cache[$c, kstack(8)] = stats(args->bytes_req);\n"
          "  }\n"
+         "}\n";
+  }
+  if (has("sched:sched_switch") && has("sched:sched_waking") && has("sched:sched_wakeup")) {
+    // The reader's wake-up latency (bpftrace's $1: the server's pid; iperf3 3.x before 3.16
+    // reads in its main thread): from sched_waking on the waker's CPU to sched_wakeup on the
+    // reader's, for remote wake-ups after a sleep (a switch-out not in TASK_RUNNING), by how
+    // long it slept. A halted vCPU's wake-up goes through the hypervisor, whose polling window
+    // decides how long that takes (docs/measure.md, "Wake-up latency").
+    p += "tracepoint:sched:sched_switch /args->prev_pid == $1 && args->prev_state != 0/ {\n"
+         "  @wk_out = nsecs;\n"
+         "}\n"
+         "tracepoint:sched:sched_waking /args->pid == $1/ {\n"
+         "  if (@wk_out != 0 && cpu != args->target_cpu) {\n"
+         "    @wk_t = nsecs;\n"
+         "    @wk_slept = nsecs - @wk_out;\n"
+         "  }\n"
+         "  @wk_out = 0;\n"
+         "}\n"
+         "tracepoint:sched:sched_wakeup /args->pid == $1 && @wk_t != 0/ {\n"
+         "  if (@wk_slept < " + std::to_string(kWakeSleepShortNs) + ") {\n"
+         "    @wake_ns[0] = stats(nsecs - @wk_t);\n"
+         "  } else if (@wk_slept < " + std::to_string(kWakeSleepLongNs) + ") {\n"
+         "    @wake_ns[1] = stats(nsecs - @wk_t);\n"
+         "  } else {\n"
+         "    @wake_ns[2] = stats(nsecs - @wk_t);\n"
+         "  }\n"
+         "  @wk_t = 0;\n"
          "}\n";
   }
   if (!ip_register.empty()) {
@@ -457,6 +485,11 @@ class TraceReader {
       const bool consume = name == "@consume";
       (consume ? t_.consume_skb : t_.kfree_skb) += as_u64(v);
       (consume ? t_.consume_skb_sites : t_.kfree_skb_sites)[site] += as_u64(v);
+    } else if (name == "@wake_ns") {
+      const Stats s = stats_of(v);
+      WakeLatency& w = t_.wake_latency[std::atoi(k1.c_str())];
+      w.count += s.count;
+      w.total_ns += s.total;
     } else if (name == "@kmalloc") {
       alloc("kmalloc", key, stats_of(v));
     } else if (name == "@cache") {

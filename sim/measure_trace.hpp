@@ -115,6 +115,11 @@ struct AllocSite {
   std::uint64_t bytes = 0;  // bytes_req
 };
 
+struct WakeLatency {
+  std::uint64_t count = 0;
+  std::uint64_t total_ns = 0;
+};
+
 struct TraceCounts {
   std::map<std::string, DeviceCounts> devices;  // by interface name
   std::uint64_t consume_skb = 0;
@@ -134,7 +139,15 @@ struct TraceCounts {
   std::vector<AllocSite> alloc_sites;  // sorted, most first
   std::size_t distinct_stacks = 0;
   ProfileSamples profile;  // empty when the program had no profile probe
+  // The reader's remote wake-ups, sched_waking -> sched_wakeup in ns, by how long it had slept:
+  // 0 under kWakeSleepShortNs, 1 under kWakeSleepLongNs, 2 longer.
+  std::map<int, WakeLatency> wake_latency;
 };
+
+// The sleep lengths that bucket the reader's wake-ups: a vCPU halted under 50 us is likely still
+// polled by its host (KVM's halt_poll_ns grows to 200 us by default); one halted over 200 us is not.
+inline constexpr std::uint64_t kWakeSleepShortNs = 50'000;
+inline constexpr std::uint64_t kWakeSleepLongNs = 200'000;
 
 // Parses `bpftrace -f json` output (one JSON object per line). A map's entries are read as
 // printed, duplicates included: bpftrace keys @prof by address and prints each entry's key as

@@ -306,6 +306,24 @@ TEST(MeasureTrace, ProgramEndsWithTheProfileProbeWhenTheArchitectureIsKnown) {
   EXPECT_EQ(bpftrace_program(tps, "skbm-", {}, "").find("profile:"), std::string::npos);
 }
 
+// The reader's wake-up latency (docs/measure.md, "Wake-up latency"): with the three sched
+// tracepoints, the program follows the pid given as $1 from a switch-out asleep through a remote
+// sched_waking to its sched_wakeup, and buckets the latency by how long it slept.
+TEST(MeasureTrace, ProgramFollowsTheReadersWakeupsWhenTheSchedTracepointsExist) {
+  const std::vector<std::string> sched = {"sched:sched_switch", "sched:sched_waking",
+                                          "sched:sched_wakeup"};
+  const std::string p = bpftrace_program(sched, "skbm-", {}, "");
+  EXPECT_NE(p.find("tracepoint:sched:sched_switch /args->prev_pid == $1 && args->prev_state != 0/"),
+            std::string::npos)
+      << p;
+  EXPECT_NE(p.find("if (@wk_out != 0 && cpu != args->target_cpu)"), std::string::npos) << p;
+  EXPECT_NE(p.find("if (@wk_slept < 50000) {"), std::string::npos) << p;
+  EXPECT_NE(p.find("@wake_ns[2] = stats(nsecs - @wk_t);"), std::string::npos) << p;
+  const std::string without = bpftrace_program({"sched:sched_switch", "sched:sched_wakeup"},
+                                                "skbm-", {}, "");
+  EXPECT_EQ(without.find("@wake_ns"), std::string::npos);
+}
+
 // What `bpftrace -f json` printed for the profile probe, by hand: @prof is keyed by address and
 // printed by name, so "1,pvm_irq_enable" comes twice (two addresses in it); an address kallsyms
 // does not name is printed as hex.
@@ -693,6 +711,29 @@ TEST(MeasureReport, TraceHasTheProfileBlockAndTheSummaryItsGroups) {
   EXPECT_NE(text.find("busy samples: irqs-off 40.0% copy 20.0%"), std::string::npos) << text;
   EXPECT_NE(text.find("by CPU time:  irqs-off 44.4% copy 22.2%"), std::string::npos) << text;
   EXPECT_NE(text.find("re-enabled under: net_rx_action 100.0%"), std::string::npos) << text;
+}
+
+TEST(MeasureTrace, WakeupLatencyReachesTheMeasurementFile) {
+  const std::string out =
+      R"({"type": "stats", "data": {"@wake_ns": {"0": {"count": 4, "average": 9500, "total": 38000}, "2": {"count": 2, "average": 75000, "total": 150000}}}})"
+      "\n"
+      R"({"type": "map", "data": {"@wk_out": 0}})"
+      "\n";
+  const TraceCounts c = parse_bpftrace_output(out, Kallsyms{});
+  ASSERT_EQ(c.wake_latency.size(), 2U);
+  EXPECT_EQ(c.wake_latency.at(0).count, 4U);
+  EXPECT_EQ(c.wake_latency.at(2).total_ns, 150000U);
+  ConfigResult r = sample_result(Topology::kDirect);
+  r.trace.counts->wake_latency = c.wake_latency;
+  const auto j = measurement_json(sample_context(), r);
+  const auto& w = j["trace"]["wake_latency"]["by_sleep"];
+  EXPECT_EQ(w["slept_under_50us"]["wakeups"], 4);
+  EXPECT_DOUBLE_EQ(w["slept_under_50us"]["mean_us"].get<double>(), 9.5);
+  EXPECT_DOUBLE_EQ(w["slept_200us_or_more"]["mean_us"].get<double>(), 75.0);
+  EXPECT_FALSE(w.contains("slept_50_to_200us"));
+  EXPECT_NE(trace_summary(r).find("after < 50 us asleep 9.5 us (4) after >= 200 us asleep 75.0 us"),
+            std::string::npos)
+      << trace_summary(r);
 }
 
 // The scenario written for every topology is one `skbsim validate` accepts.
