@@ -145,7 +145,7 @@ struct TraceCounts {
 };
 
 // The sleep lengths that bucket the reader's wake-ups: a vCPU halted under 50 us is likely still
-// polled by its host (KVM's halt_poll_ns grows to 200 us by default); one halted over 200 us is not.
+// polled by its host (KVM's halt_poll_ns grows to 200 us by default); one halted longer is not.
 inline constexpr std::uint64_t kWakeSleepShortNs = 50'000;
 inline constexpr std::uint64_t kWakeSleepLongNs = 200'000;
 

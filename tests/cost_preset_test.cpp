@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -211,20 +212,29 @@ TEST(IdleWake, ThePresetsLatenciesReachTheCostModel) {
   EXPECT_EQ(old.halt_poll_max_ps, 0);
 }
 
-TEST(IdleWake, ABlockedLatencyWithoutAPollingWindowIsAnErrorNamingItsPath) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
-  doc["cpu"].erase("halt_poll_max_us");
+// `doc`, written to a file and loaded as "p.json": the preset, or the InputError's message.
+struct Loaded {
+  std::optional<CostPreset> preset;
+  std::string error;
+};
+Loaded load_doc(const nlohmann::ordered_json& doc) {
   const skbsim::testing::TempDir tmp;
   const fs::path file = tmp.path() / "p.json";
   std::ofstream(file) << doc.dump(2);
   try {
-    (void)CostPreset::load(file.string(), "p.json");
-    ADD_FAILURE() << "accepted";
+    return {CostPreset::load(file.string(), "p.json"), ""};
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("p.json: /cpu/idle_wake_blocked_us: expected", 0), 0U)
-        << e.what();
+    return {std::nullopt, e.what()};
   }
+}
+
+TEST(IdleWake, ABlockedLatencyWithoutAPollingWindowIsAnErrorNamingItsPath) {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  doc["cpu"].erase("halt_poll_max_us");
+  const Loaded l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_wake_blocked_us: expected", 0), 0U) << l.error;
 }
 
 // update_halt_poll_ns (virt/kvm/kvm_main.c): the host polls a halted vCPU for a window that grows
@@ -300,17 +310,9 @@ TEST(Syscall, CyclesForTheEntryAreAnErrorNamingTheirPath) {
   nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
   doc.erase("fit");
   doc["calls"]["symbols"]["entry_SYSCALL_64"] = {{"cycles", 300}, {"source", "a guess"}};
-  const skbsim::testing::TempDir tmp;
-  const fs::path file = tmp.path() / "p.json";
-  std::ofstream(file) << doc.dump(2);
-  try {
-    (void)CostPreset::load(file.string(), "p.json");
-    ADD_FAILURE() << "accepted";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("p.json: /calls/symbols/entry_SYSCALL_64: expected", 0),
-              0U)
-        << e.what();
-  }
+  const Loaded l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/entry_SYSCALL_64: expected", 0), 0U) << l.error;
 }
 
 // Every call the applications make pays one entry and exit: iperf3's write()s, its reader's
@@ -330,14 +332,12 @@ TEST(Syscall, EachSocketCallAndSelectPaysOneEntry) {
 // not left on the backlog. With a long entry, most of the reader's time is outside the socket, so
 // fewer deliveries find it owned; were the entry charged inside the call, more would.
 TEST(Syscall, TheEntryDoesNotHoldTheSocket) {
-  CostPreset slow = modern();
-  nlohmann::ordered_json doc = slow.to_json(nlohmann::ordered_json::object());
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
   doc.erase("fit");
   doc["cpu"]["syscall_us"]["value"] = 30.0;
-  const skbsim::testing::TempDir tmp;
-  const fs::path file = tmp.path() / "p.json";
-  std::ofstream(file) << doc.dump(2);
-  slow = CostPreset::load(file.string(), "p.json");
+  const Loaded l = load_doc(doc);
+  ASSERT_TRUE(l.preset) << l.error;
+  const CostPreset& slow = *l.preset;
   const RunResult fast = run_scenario(measured("direct-off-unlimited", modern(), 0.02).spec);
   const RunResult r = run_scenario(measured("direct-off-unlimited", slow, 0.02).spec);
   const auto backlogged = [](const RunResult& x) {

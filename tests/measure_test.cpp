@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <thread>
 
@@ -715,7 +716,9 @@ TEST(MeasureReport, TraceHasTheProfileBlockAndTheSummaryItsGroups) {
 
 TEST(MeasureTrace, WakeupLatencyReachesTheMeasurementFile) {
   const std::string out =
-      R"({"type": "stats", "data": {"@wake_ns": {"0": {"count": 4, "average": 9500, "total": 38000}, "2": {"count": 2, "average": 75000, "total": 150000}}}})"
+      R"({"type": "stats", "data": {"@wake_ns": {)"
+      R"("0": {"count": 4, "average": 9500, "total": 38000}, )"
+      R"("2": {"count": 2, "average": 75000, "total": 150000}}}})"
       "\n"
       R"({"type": "map", "data": {"@wk_out": 0}})"
       "\n";
@@ -796,9 +799,11 @@ TEST(MeasureReport, ScenarioReferenceHoldsTheProfileGroupsInMicrosecondsPerKilob
   EXPECT_TRUE(reference_profile_groups(profile, 2.0, "s").is_null());
 }
 
-// The committed measured set's reference.profile_groups are what reference_profile_groups makes of
-// each scenario's own measurement file (they were added to the set after it was measured).
-TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
+// Calls `check` with each scenario of the committed measured set and its own measurement file;
+// how many there were.
+int for_each_committed(
+    const std::function<void(const nlohmann::ordered_json& scenario,
+                             const nlohmann::ordered_json& measurement)>& check) {
   const fs::path dir = kSource / "scenarios/measured/vm-2core";
   int checked = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -806,10 +811,19 @@ TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
       continue;
     }
     SCOPED_TRACE(e.path().filename().string());
-    const auto sc = nlohmann::ordered_json::parse(slurp(e.path()));
+    check(nlohmann::ordered_json::parse(slurp(e.path())),
+          nlohmann::ordered_json::parse(slurp(dir / "measurements" / e.path().filename())));
+    ++checked;
+  }
+  return checked;
+}
+
+// The committed measured set's reference.profile_groups are what reference_profile_groups makes of
+// each scenario's own measurement file (they were added to the set after it was measured).
+TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
+  using nlohmann::ordered_json;
+  const int checked = for_each_committed([](const ordered_json& sc, const ordered_json& m) {
     const auto& ref = sc["reference"];
-    const auto m =
-        nlohmann::ordered_json::parse(slurp(dir / "measurements" / e.path().filename()));
     const auto want =
         reference_profile_groups(m["trace"]["profile"], ref["service_demand_us_per_kb"], "");
     ASSERT_FALSE(want.is_null());
@@ -821,8 +835,7 @@ TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
                   it->get<double>(), 1e-5)
           << it.key();
     }
-    ++checked;
-  }
+  });
   EXPECT_EQ(checked, 30);
 }
 
@@ -869,17 +882,9 @@ TEST(MeasureReport, TheAckRateAndTheReverseDirectionComeFromTheUntracedRuns) {
 // measurement file: the untraced runs' ACK rate, and the reverse direction scaled to it (they were
 // rewritten so after the set was measured).
 TEST(MeasureReport, CommittedAckRowsAreTheUntracedRunsRate) {
-  const fs::path dir = kSource / "scenarios/measured/vm-2core";
-  int checked = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".json") {
-      continue;
-    }
-    SCOPED_TRACE(e.path().filename().string());
-    const auto sc = nlohmann::ordered_json::parse(slurp(e.path()));
+  using nlohmann::ordered_json;
+  const int checked = for_each_committed([](const ordered_json& sc, const ordered_json& m) {
     const auto& ps = sc["reference"]["per_segment"];
-    const auto m =
-        nlohmann::ordered_json::parse(slurp(dir / "measurements" / e.path().filename()));
     std::vector<double> acks;
     for (const auto& run : m["runs"]) {
       acks.push_back(run["tcp"]["server_out_segs"].get<double>() /
@@ -890,7 +895,8 @@ TEST(MeasureReport, CommittedAckRowsAreTheUntracedRunsRate) {
     const double untraced = acks[acks.size() / 2];
     EXPECT_NEAR(ps["counters"]["tcp_acks_sent"].get<double>(), untraced, 1e-5);
     const double segs = m["trace"]["run"]["tcp"]["client_out_segs"].get<double>();
-    const NetPlan plan = plan_for(*topology_from_name(m["configuration"]["topology"].get<std::string>()));
+    const NetPlan plan =
+        plan_for(*topology_from_name(m["configuration"]["topology"].get<std::string>()));
     double traced = 0;
     for (const PlanDevice& d : plan.devices) {
       if (d.veth && d.ns == Role::kServer) {
@@ -904,14 +910,15 @@ TEST(MeasureReport, CommittedAckRowsAreTheUntracedRunsRate) {
       const bool to_client = xmit_toward_client(plan, d);
       const double xmit_scale = to_client ? untraced / traced : 1.0;
       const double rx_scale = d.veth && !to_client ? untraced / traced : 1.0;
-      EXPECT_NEAR(ref["xmit_skbs"].get<double>(), raw["xmit_skbs"].get<double>() / segs * xmit_scale,
-                  1e-5)
+      const auto per_segment = [&](const char* key, double scale) {
+        return raw[key].get<double>() / segs * scale;
+      };
+      EXPECT_NEAR(ref["xmit_skbs"].get<double>(), per_segment("xmit_skbs", xmit_scale), 1e-5)
           << d.scenario_name;
-      EXPECT_NEAR(ref["rx_skbs"].get<double>(), raw["rx_skbs"].get<double>() / segs * rx_scale, 1e-5)
+      EXPECT_NEAR(ref["rx_skbs"].get<double>(), per_segment("rx_skbs", rx_scale), 1e-5)
           << d.scenario_name;
     }
-    ++checked;
-  }
+  });
   EXPECT_EQ(checked, 30);
 }
 

@@ -155,7 +155,7 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   X(kBrDevXmit, "br_dev_xmit", kDevice)                                                     \
   X(kBrPassFrameUp, "br_pass_frame_up", kDevice)                                            \
   /* process and system */                                                                  \
-  /* a system call's entry and exit (entry_SYSCALL_64 to sysret), priced by cpu.syscall_us */ \
+  /* a system call's entry and exit, priced by cpu.syscall_us */                           \
   X(kSyscall, "entry_SYSCALL_64", kOther)                                                   \
   X(kSysSendto, "sys_sendto", kOther)                                                       \
   X(kSysRecvfrom, "sys_recvfrom", kOther)                                                   \
