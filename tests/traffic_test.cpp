@@ -448,7 +448,8 @@ TEST(TcpRecvmsg, ABlockingCallGoesOnWhileTheBacklogFillsAndAcksOnceAtItsEnd) {
 // (!timeo ...) break; }"), the backlog left to release_sock, and each call's tcp_cleanup_rbuf
 // ACKs what it read: more, smaller calls than a blocking reader's, about one ACK each, and every
 // Nread ends in a read() that copies nothing (EAGAIN) or fills the buffer. Against the kernel:
-// iperf3's reader made 2.1 data reads per wake-up, one ACK each (bpftrace on sock_recv_length);
+// iperf3's reader made 2.1-2.3 data reads per wake-up, about one ACK each (bpftrace on
+// sock_recv_length, and on raw_syscalls);
 // its TcpOutSegs were 0.048-0.065 per segment in the untraced runs with offloads off (the traced
 // runs' 0.031-0.039: tracing slows the sender).
 TEST(TcpRecvmsg, NonBlockingReadsEndAtAnEmptyQueueAndEachAcks) {
