@@ -224,14 +224,19 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
   // the first of equal minima wins, so the fit stays deterministic.
   double best_cost = std::numeric_limits<double>::infinity();
   std::vector<double> best = x;
-  for (const double shift : {0.0, -std::log(2.0), std::log(2.0)}) {
+  for (const double factor : {1.0, 0.5, 2.0}) {
     std::vector<double> xs = x0;
     for (std::size_t i = 0; i < n; ++i) {
-      xs[i] = std::clamp(x0[i] + shift, lo[i], hi[i]);
+      xs[i] = std::clamp(x0[i] + std::log(factor), lo[i], hi[i]);
     }
     int iterations = 0;
     const double c = descend(xs, iterations);
     f.iterations += iterations;
+    Descent d{factor, {}, c};
+    for (std::size_t i = 0; i < n; ++i) {
+      d.params[free[i]] = std::exp(xs[i]);
+    }
+    f.descents.push_back(std::move(d));
     if (c < best_cost) {
       best_cost = c;
       best = xs;
@@ -292,6 +297,18 @@ nlohmann::ordered_json fit_record(const FitResult& f, const std::string& command
     params[p] = f.preset.get(p);
   }
   j["free"] = params;
+  // Each start's minimum: how far apart the minima are says how firmly the figures fix the
+  // parameters.
+  nlohmann::ordered_json descents = nlohmann::ordered_json::array();
+  for (const Descent& d : f.descents) {
+    nlohmann::ordered_json at = nlohmann::ordered_json::object();
+    for (const std::string& p : f.free) {
+      at[p] = std::round(d.params.at(p) * 1e6) / 1e6;
+    }
+    descents.push_back(
+        {{"start", d.start_factor}, {"cost", std::round(d.cost * 1e6) / 1e6}, {"free", at}});
+  }
+  j["descents"] = descents;
   j["iterations"] = f.iterations;
   j["rms_error_pct"] = std::round(f.rms_pct * 1000) / 1000;
   nlohmann::ordered_json res = nlohmann::ordered_json::array();

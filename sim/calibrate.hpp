@@ -32,6 +32,14 @@ struct Residual {
   double error_pct() const { return 100.0 * (predicted - measured) / measured; }
 };
 
+// One descent of the fit: where it started (the preset's values times `start_factor`) and the
+// minimum it reached.
+struct Descent {
+  double start_factor = 1;
+  std::map<std::string, double> params;
+  double cost = 0;  // the sum of squared residuals, priors included
+};
+
 struct FitResult {
   CostPreset preset;
   std::vector<std::string> free;
@@ -39,6 +47,7 @@ struct FitResult {
   double rms_pct = 0;
   int iterations = 0;
   std::map<std::string, double> priors;  // as given to fit()
+  std::vector<Descent> descents;           // every start's minimum; the fit is the lowest
 };
 
 // Every figure of every scenario, predicted with `preset` in place of each scenario's own.

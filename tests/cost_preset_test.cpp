@@ -1,6 +1,7 @@
 // Cost presets by kernel-profile group (sim/cost_preset.cpp, sim/kernel_groups.cpp) and the fit of
 // a group's scale to a kernel profile's share (sim/calibrate.cpp, figures "profile:<group>").
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -372,6 +373,16 @@ TEST(Calibrate, APriorHoldsAParameterTheFiguresLeaveFree) {
   EXPECT_LT(f.rms_pct, 1.0);
   const auto rec = fit_record(f, "skbsim calibrate ...");
   EXPECT_EQ(rec["priors"]["width_factors"]["group_scale:ip"], 1.5);
+  // three descents, from the preset's values, halved and doubled; the fit is the lowest minimum
+  ASSERT_EQ(f.descents.size(), 3U);
+  EXPECT_EQ(f.descents[1].start_factor, 0.5);
+  const auto lowest = std::min_element(f.descents.begin(), f.descents.end(),
+                                       [](const Descent& a, const Descent& b) {
+                                         return a.cost < b.cost;
+                                       });
+  EXPECT_DOUBLE_EQ(lowest->params.at("call_scale"), f.preset.get("call_scale"));
+  ASSERT_EQ(rec["descents"].size(), 3U);
+  EXPECT_EQ(rec["descents"][2]["start"], 2.0);
 }
 
 }  // namespace skbsim::sim
