@@ -26,11 +26,25 @@ std::uint32_t window_now(const TcpSock& s) {
 
 void submit(ExecCtx& ctx, std::function<void()> fn) { ctx.cpu().submit({&ctx, std::move(fn)}); }
 
+// Once the current task is done, `fn` as the process's next task, ahead of what is queued.
+template <class F>
+void next_task(Net& net, TcpSock& s, F fn) {
+  net.engine().after_task(
+      [&s, fn = std::move(fn)]() mutable { s.proc->cpu().submit_next({s.proc, std::move(fn)}); });
+}
+
+// Charges `sym` to the process for work that does not hold the socket (in_syscall until the
+// current task is done): what arrives meanwhile is the softirq's to process, not the backlog's.
+void charge_unlocked(Net& net, TcpSock& s, Sym sym) {
+  s.in_syscall = true;
+  net.charge(*s.proc, sym);
+  net.engine().after_task([&s] { s.in_syscall = false; });
+}
+
 // A system call made by the application: its entry and exit (cpu.syscall_us: under
 // virtualisation a microsecond, more than most calls' own work), then `call`, the work between
-// them. The entry and exit are charged in a task of their own, which holds no socket (in_syscall),
-// so what arrives meanwhile goes to the receive queue, not the backlog, as it would while the
-// kernel runs entry_SYSCALL_64 or the application its user-space loop. The model charges the
+// them. The entry and exit are charged in a task of their own, which holds no socket, as the
+// kernel's entry_SYSCALL_64 and the application's user-space loop do not. The model charges the
 // exit of one call and the entry of the next together, before the next. Without the preset key,
 // `call` runs at once, its syscall symbols' cycles standing for the entry (the 2007 presets).
 void syscall(Net& net, TcpSock& s, void (*call)(Net&, TcpSock&)) {
@@ -38,16 +52,9 @@ void syscall(Net& net, TcpSock& s, void (*call)(Net&, TcpSock&)) {
     call(net, s);
     return;
   }
-  net.engine().after_task([&net, &s, call] {
-    s.proc->cpu().submit_next({s.proc, [&net, &s, call] {
-                                 s.in_syscall = true;
-                                 net.charge(*s.proc, Sym::kSyscall);
-                                 net.engine().after_task([&net, &s, call] {
-                                   s.in_syscall = false;
-                                   s.proc->cpu().submit_next(
-                                       {s.proc, [&net, &s, call] { call(net, s); }});
-                                 });
-                               }});
+  next_task(net, s, [&net, &s, call] {
+    charge_unlocked(net, s, Sym::kSyscall);
+    next_task(net, s, [&net, &s, call] { call(net, s); });
   });
 }
 
@@ -702,11 +709,8 @@ void read_nonblocking(Net& net, TcpSock& s) {
   s.nread_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
                                          : s.params.recv_size;
   syscall(net, s, [](Net& n, TcpSock& k) {
-    // select() polls the socket (tcp_poll) without lock_sock: deliveries meanwhile are the
-    // softirq's, as during a system call's entry.
-    k.in_syscall = true;
-    n.charge(*k.proc, Sym::kDoSelect);
-    n.engine().after_task([&k] { k.in_syscall = false; });
+    // select() polls the socket (tcp_poll) without lock_sock.
+    charge_unlocked(n, k, Sym::kDoSelect);
     syscall(n, k, read_call);
   });
 }
