@@ -119,23 +119,22 @@ std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const Cos
 FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
               const std::vector<std::string>& free,
               const std::map<std::string, double>& priors) {
-  FitResult f{start, free, {}, 0, 0, priors};
+  FitResult f{start, free, {}, 0, 0, priors, {}};
   const std::size_t n = free.size();
-  std::vector<double> x(n);  // log of each parameter
+  std::vector<double> x0(n);  // log of each parameter's starting value
   std::vector<double> lo(n);
   std::vector<double> hi(n);
   for (std::size_t i = 0; i < n; ++i) {
     const ParamBounds b = start.bounds(free[i]);
     lo[i] = std::log(std::max(b.lo, 1e-9));
     hi[i] = std::log(b.hi);
-    x[i] = std::clamp(std::log(std::max(start.get(free[i]), 1e-9)), lo[i], hi[i]);
+    x0[i] = std::clamp(std::log(std::max(start.get(free[i]), 1e-9)), lo[i], hi[i]);
   }
   auto apply = [&](CostPreset& p, const std::vector<double>& v) {
     for (std::size_t i = 0; i < n; ++i) {
       p.set(free[i], std::exp(v[i]));
     }
   };
-  const std::vector<double> x0 = x;
   std::vector<double> prior_sd(n, 0.0);  // 0: no prior
   for (std::size_t i = 0; i < n; ++i) {
     if (const auto it = priors.find(free[i]); it != priors.end()) {
@@ -223,7 +222,7 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
   // the preset's values and every free parameter halved, then doubled (within its bounds);
   // the first of equal minima wins, so the fit stays deterministic.
   double best_cost = std::numeric_limits<double>::infinity();
-  std::vector<double> best = x;
+  std::vector<double> best = x0;
   for (const double factor : {1.0, 0.5, 2.0}) {
     std::vector<double> xs = x0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -245,8 +244,7 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
       break;
     }
   }
-  x = best;
-  apply(f.preset, x);
+  apply(f.preset, best);
   f.residuals = evaluate(scenarios, f.preset);
   double s = 0;
   for (const Residual& res : f.residuals) {
