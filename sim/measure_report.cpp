@@ -693,21 +693,13 @@ ojson profile_json(const ProfileSamples& samples, const std::optional<RunFigures
 
 namespace {
 
-// "under 50 us", "50-200 us", "200 us or more": the sleep before a wake-up, bucket by bucket.
-constexpr std::array<const char*, 3> kWakeBuckets = {"slept_under_50us", "slept_50_to_200us",
-                                                     "slept_200us_or_more"};
-
 // trace.wake_latency: the reader's remote wake-ups, sched_waking -> sched_wakeup, by its sleep.
 ojson wake_latency_json(const TraceCounts& c) {
   ojson o = ojson::object();
-  for (const auto& [bucket, w] : c.wake_latency) {
-    if (bucket < 0 || bucket >= static_cast<int>(kWakeBuckets.size()) || w.count == 0) {
-      continue;
+  for (const auto& [index, w] : c.wake_latency) {
+    if (const WakeBucket* b = wake_bucket(index); b != nullptr && w.count != 0) {
+      o[b->key] = {{"wakeups", w.count}, {"mean_us", rounded(w.mean_us(), 2)}};
     }
-    o[kWakeBuckets[static_cast<std::size_t>(bucket)]] = {
-        {"wakeups", w.count},
-        {"mean_us", rounded(static_cast<double>(w.total_ns) / static_cast<double>(w.count) / 1000,
-                            2)}};
   }
   return o;
 }
@@ -844,15 +836,15 @@ ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t 
   return flow;
 }
 
-// The untraced runs' IPIs, context switches and ACKs (the server's TcpOutSegs) per wire segment,
-// medians; nullopt where no run could count them.
-struct WakeMedians {
+// The untraced runs' counts that depend on timing, per wire segment: IPIs, context switches and
+// ACKs (the server's TcpOutSegs), medians; nullopt where no run could count them.
+struct UntracedMedians {
   std::optional<double> ipis;
   std::optional<double> context_switches;
   std::optional<double> acks;
 };
 
-WakeMedians wake_medians(const std::vector<RunFigures>& runs) {
+UntracedMedians untraced_medians(const std::vector<RunFigures>& runs) {
   std::vector<double> ipis;
   std::vector<double> cs;
   std::vector<double> acks;
@@ -868,7 +860,7 @@ WakeMedians wake_medians(const std::vector<RunFigures>& runs) {
       cs.push_back(ratio(*f.activity.context_switches, f.client_out_segs));
     }
   }
-  WakeMedians w;
+  UntracedMedians w;
   if (!ipis.empty()) {
     w.ipis = spread(ipis).median;
   }
@@ -926,7 +918,7 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
   if (r.trace.counts && r.trace.run && r.trace.run->client_out_segs > 0) {
     // The wake-up counters and the ACKs of the untraced runs (tracing slows the stream and so
     // changes how often the reader sleeps, and how often it ACKs).
-    const WakeMedians w = wake_medians(r.runs);
+    const UntracedMedians w = untraced_medians(r.runs);
     ref["per_segment"] = per_segment_json(
         *r.trace.counts, r.trace.run->client_out_segs, plan,
         measurement_file + " /trace (tracepoints, bpftrace)" +
@@ -1088,7 +1080,7 @@ std::string summary_row(const ConfigResult& r) {
     const bool slow_kept = std::any_of(r.runs.begin(), r.runs.end(),
                                        [](const RunFigures& f) { return !f.unsteady.empty(); });
     s << std::setw(6) << (std::to_string(r.unsteady_runs.size()) + (slow_kept ? "!" : ""));
-    const WakeMedians w = wake_medians(r.runs);
+    const UntracedMedians w = untraced_medians(r.runs);
     s << std::setw(9) << (w.ipis ? fixed(*w.ipis, 4) : "-") << std::setw(9)
       << (w.context_switches ? fixed(*w.context_switches, 4) : "-");
     const SpeedSeries sp = speed_series(r.runs);
@@ -1183,14 +1175,11 @@ std::string trace_summary(const ConfigResult& r) {
     << fixed(ratio(c.kfree_skb, segs), 4) << "\n";
   if (!c.wake_latency.empty()) {
     s << "    reader's wake-up latency (remote, sched_waking -> sched_wakeup):";
-    for (const auto& [bucket, w] : c.wake_latency) {
-      if (w.count == 0 || bucket < 0 || bucket > 2) {
-        continue;
+    for (const auto& [index, w] : c.wake_latency) {
+      if (const WakeBucket* b = wake_bucket(index); b != nullptr && w.count != 0) {
+        s << " after " << b->label << " asleep " << fixed(w.mean_us(), 1) << " us (" << w.count
+          << ")";
       }
-      static constexpr std::array<const char*, 3> kAfter = {"< 50 us", "50-200 us", ">= 200 us"};
-      s << " after " << kAfter[static_cast<std::size_t>(bucket)] << " asleep "
-        << fixed(static_cast<double>(w.total_ns) / static_cast<double>(w.count) / 1000, 1)
-        << " us (" << w.count << ")";
     }
     s << "\n";
   }

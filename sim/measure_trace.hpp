@@ -118,6 +118,9 @@ struct AllocSite {
 struct WakeLatency {
   std::uint64_t count = 0;
   std::uint64_t total_ns = 0;
+  double mean_us() const {
+    return count == 0 ? 0 : static_cast<double>(total_ns) / static_cast<double>(count) / 1000;
+  }
 };
 
 struct TraceCounts {
@@ -148,6 +151,25 @@ struct TraceCounts {
 // polled by its host (KVM's halt_poll_ns grows to 200 us by default); one halted longer is not.
 inline constexpr std::uint64_t kWakeSleepShortNs = 50'000;
 inline constexpr std::uint64_t kWakeSleepLongNs = 200'000;
+
+// The buckets of TraceCounts::wake_latency, by index: the measurement file's key, the summary's
+// words.
+struct WakeBucket {
+  const char* key;
+  const char* label;
+};
+inline constexpr std::array<WakeBucket, 3> kWakeBuckets = {{
+    {"slept_under_50us", "< 50 us"},
+    {"slept_50_to_200us", "50-200 us"},
+    {"slept_200us_or_more", ">= 200 us"},
+}};
+
+// The bucket of a wake_latency entry, or nullptr for an index the program does not write.
+inline const WakeBucket* wake_bucket(int index) {
+  return index >= 0 && index < static_cast<int>(kWakeBuckets.size())
+             ? &kWakeBuckets[static_cast<std::size_t>(index)]
+             : nullptr;
+}
 
 // Parses `bpftrace -f json` output (one JSON object per line). A map's entries are read as
 // printed, duplicates included: bpftrace keys @prof by address and prints each entry's key as
