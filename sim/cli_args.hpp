@@ -3,7 +3,10 @@
 // on a bad flag it prints "<who>: <what went wrong>", the usage line and the options to stderr
 // and returns false, so every command fails the same way (exit 2, nothing on stdout).
 
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +30,21 @@ inline bool parse_args(const std::vector<std::string>& args,
     return false;
   }
   return true;
+}
+
+// A whole argument word as a finite number (strtod's syntax: "2", "0.5", "1e3"), or nullopt when
+// anything is left over or it overflows.
+inline std::optional<double> parse_double(std::string_view s) {
+  if (s.empty()) {
+    return std::nullopt;
+  }
+  const std::string str(s);
+  char* end = nullptr;
+  const double v = std::strtod(str.c_str(), &end);
+  if (end != str.c_str() + str.size() || !std::isfinite(v)) {
+    return std::nullopt;
+  }
+  return v;
 }
 
 }  // namespace skbsim::sim

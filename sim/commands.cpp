@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
@@ -500,11 +499,9 @@ int run_calibrate(const std::vector<std::string>& args) {
                            "expected PARAM=FACTOR with a parameter --free names, got \"" + w +
                                "\"");
         }
-        double factor = 0;
         const std::string num = w.substr(eq + 1);
-        const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), factor);
-        if (ec != std::errc() || end != num.data() + num.size() || !(factor > 1) ||
-            !std::isfinite(factor)) {
+        const double factor = parse_double(num).value_or(0);
+        if (!(factor > 1)) {
           throw InputError("--prior", "",
                            "expected a factor above 1 after \"" + param + "=\", got \"" + num +
                                "\"");

@@ -24,6 +24,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/cli_args.hpp"
 #include "sim/commands.hpp"
 #include "sim/input_error.hpp"
 #include "sim/measure_host.hpp"
@@ -236,14 +237,8 @@ std::vector<std::optional<double>> rates_from(const po::variables_map& vm, bool 
       add_unique(out, std::optional<double>());
       continue;
     }
-    double mbps = 0;
-    std::size_t used = 0;
-    try {
-      mbps = std::stod(w, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != w.size() || !(mbps >= 1 && mbps <= 1e6)) {
+    const double mbps = parse_double(w).value_or(0);
+    if (!(mbps >= 1 && mbps <= 1e6)) {
       throw FlagError("--rate",
                       "expected \"unlimited\" or Mbit/s in [1, 1000000], got \"" + w + "\"");
     }

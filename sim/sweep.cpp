@@ -118,18 +118,13 @@ struct Number {
 };
 
 std::optional<Number> parse_number(std::string_view s) {
-  if (s.empty()) {
-    return std::nullopt;
-  }
-  const std::string str(s);
-  char* end = nullptr;
-  const double v = std::strtod(str.c_str(), &end);
-  if (end != str.c_str() + str.size() || !std::isfinite(v)) {
+  const std::optional<double> v = parse_double(s);
+  if (!v) {
     return std::nullopt;
   }
   const bool integer =
-      str.find_first_of(".eExX") == std::string::npos && std::abs(v) < 9.0e15;  // exact in a double
-  return Number{v, integer};
+      s.find_first_of(".eExX") == std::string_view::npos && std::abs(*v) < 9.0e15;  // exact
+  return Number{*v, integer};
 }
 
 // 12 significant digits: 0.1..0.5+0.1 gives 0.3, not 0.30000000000000004.
