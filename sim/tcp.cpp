@@ -60,6 +60,8 @@ void syscall(Net& net, TcpSock& s, void (*call)(Net&, TcpSock&)) {
 
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s);
 void sendmsg_task(Net& net, TcpSock& s);
+void run_backlog(Net& net, TcpSock& s);
+void release_sock(Net& net, TcpSock& s);
 void end_call(Net& net, TcpSock& s);
 
 // The addresses, ports and flags of a segment this socket sends.
@@ -128,7 +130,20 @@ bool sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
       if (s.wmem_queued >= s.params.sndbuf) {
         return false;  // sk_stream_wait_memory
       }
+      // 6.x tcp_sendmsg_locked: after 16 new skbs in one call, sk_flush_backlog runs what the
+      // backlog holds (the ACKs of what the call sent), the socket still owned, before the next
+      // is allocated ("if (unlikely(process_backlog >= 16))"). 2.6.20's tcp_sendmsg has no such
+      // step. What the ACKs transmit raised NET_RX, which runs before the copy goes on.
+      if (!net.v2620() && s.call_new_skbs >= 16) {
+        s.call_new_skbs = 0;
+        run_backlog(net, s);
+        if (net.softnet(ctx).raised) {
+          return true;
+        }
+        continue;
+      }
       tail = new_segment(net, ctx, s);
+      ++s.call_new_skbs;
       if (tail == nullptr) {
         return false;
       }
@@ -325,6 +340,7 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
   ExecCtx& ctx = *s.proc;
   if (sendmsg_copy(net, ctx, s, left)) {
     s.in_bh = true;
+    s.in_send = true;
     s.pending = left;
     submit(ctx, [&net, &s] {
       s.in_bh = false;
@@ -334,6 +350,14 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
   }
   net.charge(ctx, Sym::kTcpPushPendingFrames);
   tcp_write_xmit(net, ctx, s);
+  // tcp_sendmsg's release_sock (before sk_stream_wait_memory sleeps, too): what reached the
+  // backlog while the call's tasks ran is processed now, after its last push, not between them.
+  s.in_send = false;
+  s.call_new_skbs = 0;
+  if (std::exchange(s.release_owed, false)) {
+    s.in_bh = true;
+    submit(ctx, [&net, &s] { release_sock(net, s); });
+  }
   end_call(net, s);
   if (left > 0) {
     s.writer_blocked = true;  // the rest of this send() waits for ACKs to free the buffer
@@ -803,6 +827,10 @@ void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
 // what arrived once this task's time has passed, so the loop goes on in a task of its own, first
 // in the CPU's queue; release_pending stays set meanwhile, so tcp_v4_rcv queues no other.
 void release_sock(Net& net, TcpSock& s) {
+  if (s.in_send) {
+    s.release_owed = true;  // the send() call releases the socket when it returns
+    return;
+  }
   s.in_bh = false;
   run_backlog(net, s);
   net.engine().after_task([&net, &s] {

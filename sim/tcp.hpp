@@ -127,6 +127,12 @@ struct TcpSock {
   bool release_pending = false;
   bool in_release = false;
   bool in_bh = false;
+  // A send() call that suspended between its tasks (a push raised NET_RX, which runs first) still
+  // holds the socket: tcp_sendmsg calls release_sock once, when it returns. A release_sock task
+  // that comes up meanwhile leaves the backlog to that one (`release_owed`).
+  bool in_send = false;
+  bool release_owed = false;
+  std::uint32_t call_new_skbs = 0;  // 6.x tcp_sendmsg_locked's process_backlog count
   // The application's task runs but does not hold the socket: a system call's entry and exit
   // (cpu.syscall_us), or select(); deliveries meanwhile are the softirq's to process.
   bool in_syscall = false;
