@@ -62,6 +62,9 @@ void NicDevice::start_wire(Net& net, Skb* skb) {
       f.len = header + len;
       f.meta.seq = m0.seq + i * mss;
       f.meta.end_seq = f.meta.seq + len;
+      if (i + 1 < segs) {
+        f.meta.flags &= static_cast<std::uint8_t>(~kFlagPsh);  // PSH on the last frame only
+      }
       f.meta.trace_seg = m0.trace_seg + i;
       f.traced = net.traced_segment() != 0 && f.meta.trace_seg == net.traced_segment();
     }
@@ -163,6 +166,11 @@ void NicDevice::poll(Net& net, ExecCtx& ctx) {
         const std::uint32_t segs = std::max(1U, gro->shinfo().gso_segs) + 1;
         ops::set_gso(*gro, gro->shinfo().gso_size != 0 ? gro->shinfo().gso_size : payload, segs,
                      1);
+        // tcp_gro_receive: the merged skb takes the frame's PSH, and a PSH ends it (flush).
+        if ((f.meta.flags & kFlagPsh) != 0) {
+          meta(*gro).flags |= kFlagPsh;
+          flush();
+        }
         continue;
       }
       flush();
@@ -194,7 +202,9 @@ void NicDevice::poll(Net& net, ExecCtx& ctx) {
     net.charge(ctx, skb, {.sym = Sym::kEthTypeTrans});
     (void)ops::pull(o, *skb, kEthHeader);
     net.hop(ctx, *skb, "rx ", name());
-    if (p_.modern && (features & feat::kGro) != 0 && payload > 0) {
+    // A frame with PSH that starts a flow is not held (tcp_gro_receive's flush: normal path).
+    if (p_.modern && (features & feat::kGro) != 0 && payload > 0 &&
+        (f.meta.flags & kFlagPsh) == 0) {
       gro = skb;
       continue;
     }

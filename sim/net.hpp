@@ -46,13 +46,16 @@ struct PacketMeta {
   std::uint16_t dport = 0;
   std::uint8_t proto = 0;  // 6 TCP, 17 UDP
   std::uint8_t ttl = 64;
-  std::uint8_t flags = 0;  // kFlagAck | kFlagData
+  std::uint8_t flags = 0;  // kFlagAck | kFlagData | kFlagPsh
   std::uint8_t hops = 0;   // ip_forward hops, for loop detection
   Device* in_dev = nullptr;  // the device the skb last arrived on
 };
 static_assert(sizeof(PacketMeta) <= sizeof(Skb::cb));
 inline constexpr std::uint8_t kFlagAck = 1;
 inline constexpr std::uint8_t kFlagData = 2;
+// TCP's PSH: tcp_push marks the last skb of a send() call (tcp_mark_push, both versions); GSO,
+// TSO and skb_segment leave it on the last segment only, and GRO carries it to the merged skb.
+inline constexpr std::uint8_t kFlagPsh = 8;
 
 PacketMeta& meta(Skb& skb) noexcept;
 const PacketMeta& meta(const Skb& skb) noexcept;

@@ -121,6 +121,9 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
     m = m0;
     m.seq = m0.seq + done;
     m.end_seq = m.seq + len;
+    if (done + len < payload) {
+      m.flags &= static_cast<std::uint8_t>(~kFlagPsh);  // tcp_gso_segment: PSH on the last only
+    }
     m.trace_seg = m0.trace_seg + seg;
     n->set_traced(net.traced_segment() != 0 && m.trace_seg == net.traced_segment());
     n->protocol = skb.protocol;

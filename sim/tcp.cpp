@@ -211,7 +211,8 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   m.tsval = static_cast<std::uint32_t>(net.engine().now() / (kPsPerSec / 1000));  // tcp_clock_ms
   m.wnd = window_now(s);
   s.last_adv_wnd = m.wnd;
-  s.unacked_segs = 0;
+  s.rcv_wup = s.rcv_nxt;
+  s.ack_pushed = s.ack_pushed2 = false;
   s.delack_armed = false;
   ops::push(o, *c, kTcpHeader);
   ops::set_transport_header(*c, 0);
@@ -347,6 +348,10 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
       sendmsg_body(net, s, std::exchange(s.pending, 0));
     });
     return;
+  }
+  // tcp_push: tcp_mark_push sets PSH on the write queue's last skb, if it is not yet sent.
+  if (s.send_head != nullptr) {
+    meta(s.write_queue.back()).flags |= kFlagPsh;
   }
   net.charge(ctx, Sym::kTcpPushPendingFrames);
   tcp_write_xmit(net, ctx, s);
@@ -516,6 +521,42 @@ bool tcp_queue_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   return false;
 }
 
+// tcp_measure_rcv_mss (from tcp_event_data_recv, for in-order data), both versions: a segment at
+// least rcv_mss long (a GRO or GSO skb counts its gso_size) sets rcv_mss; 6.x (since 6.5,
+// "tcp: fix delayed ACKs for MSS boundary condition") also flags it ICSK_ACK_PUSHED when it
+// carries PSH. A shorter one flags PUSHED (PUSHED2 when PUSHED is still set) unless it is the
+// second in a row of one size, which then becomes rcv_mss (a peer whose MSS is smaller). Segments
+// under TCP_MSS_DEFAULT (536, 2.6.20's TCP_MIN_RCVMSS) with PSH always flag.
+void measure_rcv_mss(const Net& net, TcpSock& s, const Skb& skb) {
+  constexpr std::uint32_t kTcpMssDefault = 536;
+  constexpr std::uint32_t kTcpMinMss = 88;
+  constexpr std::uint32_t kTcpHdrMin = 20;  // sizeof(struct tcphdr)
+  const PacketMeta& m = meta(skb);
+  const bool psh = (m.flags & kFlagPsh) != 0;
+  const std::uint32_t lss = s.last_seg_size;
+  s.last_seg_size = 0;
+  const std::uint32_t len =
+      skb.shinfo().gso_size != 0 ? skb.shinfo().gso_size : m.end_seq - m.seq;
+  if (len >= s.rcv_mss) {
+    s.rcv_mss = std::min(len, s.params.mss);
+    if (psh && !net.v2620()) {
+      s.ack_pushed = true;
+    }
+    return;
+  }
+  const std::uint32_t with_header = len + kTcpHeader;  // "len += skb->data - th"
+  if (with_header >= kTcpMssDefault + kTcpHdrMin ||
+      (with_header >= kTcpMinMss + kTcpHdrMin && !psh)) {
+    s.last_seg_size = len;
+    if (len == lss) {
+      s.rcv_mss = len;
+      return;
+    }
+  }
+  s.ack_pushed2 = s.ack_pushed2 || s.ack_pushed;
+  s.ack_pushed = true;
+}
+
 void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   OpCtx o = net.op(ctx);
   PacketMeta& m = meta(skb);
@@ -539,7 +580,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
     return;
   }
   s.rcv_nxt = m.end_seq;
-  s.unacked_segs += std::max(1U, skb.shinfo().gso_segs);
+  measure_rcv_mss(net, s, skb);
   if (tcp_queue_rcv(net, ctx, s, skb)) {
     net.kfree_skb_now(ctx, skb);  // kfree_skb_partial: no head was stolen
   } else {
@@ -550,7 +591,6 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
     Skb& next = s.ofo_queue.front();
     s.ofo_queue.pop_front();
     s.rcv_nxt = meta(next).end_seq;
-    s.unacked_segs += std::max(1U, next.shinfo().gso_segs);
     if (tcp_queue_rcv(net, ctx, s, next)) {
       net.kfree_skb_now(ctx, next);  // its sock_rfree gives back what the tail now holds
     }
@@ -559,25 +599,36 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
     s.reader_blocked = false;
     wake_owner(net, ctx, s, [&net, &s] { tcp_recvmsg_task(net, s); });
   }
-  // __tcp_ack_snd_check(): ACK now when more than one full frame is unacknowledged and the window
-  // to advertise has not shrunk since the last ACK (__tcp_select_window() >= rcv_wnd, both
-  // versions). Data still unread shrinks it, so a receiver whose reader lags leaves the ACK to
-  // the reader's tcp_cleanup_rbuf().
+  // __tcp_ack_snd_check(): ACK now when more than one full frame is unacknowledged
+  // ("tp->rcv_nxt - tp->rcv_wup > inet_csk(sk)->icsk_ack.rcv_mss") and the window to advertise
+  // has not shrunk since the last ACK (__tcp_select_window() >= rcv_wnd, both versions). Data
+  // still unread shrinks it, so a receiver whose reader lags leaves the ACK to the reader's
+  // tcp_cleanup_rbuf().
   const std::uint32_t wnd_now = window_now(s);
-  if (s.unacked_segs >= 2 && wnd_now >= s.last_adv_wnd) {
+  if (s.rcv_nxt - s.rcv_wup > s.rcv_mss && wnd_now >= s.last_adv_wnd) {
     tcp_send_ack(net, ctx, s);
   } else {
     arm_delack(net, ctx, s);
   }
 }
 
-// tcp_cleanup_rbuf(): the ACK __tcp_ack_snd_check deferred (one is scheduled and more than one MSS
-// is unacknowledged), or, when the call copied something, a window update when the window now
-// open is at least twice the one last advertised. A non-blocking read() that found nothing
-// (EAGAIN) calls it too, with `copied` negative.
+// tcp_cleanup_rbuf(), both versions. With an ACK scheduled (the model's delayed ACK is armed):
+// the ACK __tcp_ack_snd_check deferred, when more than one MSS is unacknowledged; or, when the
+// call copied something and emptied the receive buffer (sk_rmem_alloc 0: nothing queued, in
+// order or not), the ACK of a pushed segment (ICSK_ACK_PUSHED, unless the connection is
+// interactive, "pingpong": a request/response flow's steady state; ICSK_ACK_PUSHED2 either way).
+// Otherwise, when the call copied something, a window update when the window now open is at
+// least twice the one last advertised. A non-blocking read() that found nothing (EAGAIN) calls
+// it too, with `copied` negative.
 void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s, bool copied) {
+  const bool pingpong = s.rr.in_size != 0;
+  const bool drained = s.receive_queue.empty() && s.ofo_queue.empty();
+  const bool time_to_ack =
+      s.delack_armed &&
+      (s.rcv_nxt - s.rcv_wup > s.rcv_mss ||
+       (copied && (s.ack_pushed2 || (s.ack_pushed && !pingpong)) && drained));
   const std::uint32_t now_wnd = window_now(s);
-  if ((s.delack_armed && s.unacked_segs >= 2) ||
+  if (time_to_ack ||
       (copied && now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss)) {
     tcp_send_ack(net, ctx, s);
   }
@@ -788,6 +839,8 @@ void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
   // Receive windows: tcp_win_from_space with tcp_adv_win_scale 2 (2.6.20) or 1 (6.x).
   rcv.rcv_wnd = net.v2620() ? rcv.params.rcvbuf - rcv.params.rcvbuf / 4 : rcv.params.rcvbuf / 2;
   snd.snd_wnd = rcv.rcv_wnd;
+  // tcp_initialize_rcv_mss: min(advmss, mss, rcv_wnd / 2, TCP_MSS_DEFAULT), at least TCP_MIN_MSS
+  rcv.rcv_mss = std::max(88U, std::min({536U, rcv.params.mss, rcv.rcv_wnd / 2}));
   snd.size_goal = (caps & feat::kTso) != 0 ? std::max(mss, std::min(65160U, snd.snd_wnd / 2) / mss * mss)
                                            : mss;
 }

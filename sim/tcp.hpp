@@ -104,7 +104,14 @@ struct TcpSock {
   std::uint32_t copied_seq = 0;
   std::uint32_t rcv_wnd = 0;
   std::uint32_t last_adv_wnd = 0;  // the window the last ACK advertised
-  std::uint32_t unacked_segs = 0;
+  std::uint32_t rcv_wup = 0;       // rcv_nxt when the last ACK went out (tcp_select_window)
+  // icsk_ack: the peer's MSS as the receiver guesses it (tcp_initialize_rcv_mss, then
+  // tcp_measure_rcv_mss), the size of the last short segment, and the PUSHED flags a short or
+  // pushed segment sets until the next ACK (tcp_event_ack_sent clears icsk_ack.pending).
+  std::uint32_t rcv_mss = 536;
+  std::uint32_t last_seg_size = 0;
+  bool ack_pushed = false;
+  bool ack_pushed2 = false;
   bool delack_armed = false;
   std::uint64_t delack_gen = 0;
   SkbQueue receive_queue;

@@ -364,6 +364,36 @@ TEST(PacedSender, SleepingOnItsTimerCostsContextSwitches) {
   EXPECT_GT(a.service_demand_us_per_kb, u.service_demand_us_per_kb);
 }
 
+// tcp_measure_rcv_mss / tcp_cleanup_rbuf: a paced sender's 1000-byte writes each leave as one
+// segment with PSH (tcp_push), and the receiver's rcv_mss becomes 1000 at the first. On 6.x a
+// segment at least rcv_mss long with PSH flags ICSK_ACK_PUSHED (since 6.5, "tcp: fix delayed ACKs
+// for MSS boundary condition"), and the read that drains it ACKs at once: one ACK per write.
+// 2.6.20 flags only shorter segments, so its reader waits for a second segment ("rcv_nxt -
+// rcv_wup > rcv_mss") and ACKs every other write. Without the 6.5 rule 6.x ACKed a third of
+// the writes (the rest waiting for more data or the delayed-ACK timer).
+TEST(DelayedAck, AReadThatDrainsAPushedSegmentAcksItOn6xNot2620) {
+  for (const KernelVersion k : {KernelVersion::k6x, KernelVersion::k2_6_20}) {
+    ScenarioSpec s = paced::veth_at(4);  // a write every 2 ms: one per pacing timer tick
+    s.kernel = k;
+    s.duration_s = 0.3;
+    for (FlowSpec& f : s.flows) {
+      f.send_size = 1000;
+    }
+    const RunResult r = run_scenario(s);
+    const double writes = static_cast<double>(cell(host(r, "A"), Sym::kTcpSendmsg).calls);
+    ASSERT_GT(writes, 50.0);
+    const double acks_per_write =
+        static_cast<double>(cell(host(r, "B"), Sym::kTcpSendAck).calls) / writes;
+    if (k == KernelVersion::k6x) {
+      EXPECT_GT(acks_per_write, 0.9) << "6.x";
+    } else {
+      EXPECT_LT(acks_per_write, 0.6) << "2.6.20";
+      EXPECT_GT(acks_per_write, 0.4) << "2.6.20";
+    }
+    EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+  }
+}
+
 // try_to_wake_up of a reader on another CPU: an IPI only when that CPU sits idle
 // (ttwu_queue_wakelist / 2.6.20 resched_task), never for a task on the waker's own CPU; every
 // wake-up of a sleeping process costs two context switches.
