@@ -1152,6 +1152,14 @@ int measure_main(const Settings& settings, const std::string& command) {
     ss.ctx.client_cpu = 0;
     ss.ctx.server_cpu = 1;
   }
+  std::optional<fs::path> compare_dir;
+  if (settings.compare) {
+    try {
+      compare_dir = measure::resolve_compare_dir(*settings.compare, ss.ctx.machine);
+    } catch (const std::runtime_error& e) {
+      throw FlagError("--compare", e.what());
+    }
+  }
   prepare_tracing(ss);
   background_load(ss);
   first_yardstick(ss);
@@ -1160,8 +1168,8 @@ int measure_main(const Settings& settings, const std::string& command) {
   measure::throw_if_interrupted();
   std::string summary = summary_of(ss, results);
   bool reproduced = true;
-  if (settings.compare) {
-    summary += measure::compare_text(results, *settings.compare, kReproduceTolerancePct,
+  if (compare_dir) {
+    summary += measure::compare_text(results, *compare_dir, ss.ctx.machine, kReproduceTolerancePct,
                                      reproduced);
   }
   if (settings.out) {
@@ -1208,8 +1216,10 @@ int run_measure(const std::vector<std::string>& args) {
       "runs per configuration to redo when the speed probe says the machine ran slow, 0..1000 "
       "(default: as many as --runs; --smoke 0); 0 also runs without waiting for normal speed")(
       "compare", po::value<std::string>(),
-      "compare the medians with DIR/<config>.json's references (a committed set); exit 1 when "
-      "one is more than 15% off")(
+      "compare the medians with a committed set's references: DIR itself when it is a set "
+      "(it has measurements/), else the one set under DIR (scenarios/measured) measured on this "
+      "machine's class; says when the machines differ; exit 1 when a median is more than 15% "
+      "off")(
       "congestion-control", po::value<std::string>(),
       "the TCP congestion control of the test's sockets (iperf3 -C; default: the machine's, "
       "net.ipv4.tcp_congestion_control); bbr paces, cubic does not, nor does the model");

@@ -1227,12 +1227,121 @@ std::string speed_comparison(const ConfigResult& r, const std::filesystem::path&
 
 }  // namespace
 
+std::optional<ojson> committed_machine(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir / "measurements", ec)) {
+    if (e.path().extension() == ".json") {
+      files.push_back(e.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    try {
+      std::ifstream in(f);
+      const ojson doc = ojson::parse(in);
+      if (doc.contains("machine") && doc["machine"].is_object()) {
+        return doc["machine"];
+      }
+    } catch (const std::exception&) {
+      continue;  // not a measurement file: the next one may be
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> machine_differences(const ojson& committed, const Machine& now) {
+  std::vector<std::string> d;
+  const auto text = [&](const char* key, const std::string& is, const char* what) {
+    const ojson& v = committed.value(key, ojson());
+    const std::string was = v.is_string() ? v.get<std::string>() : "unknown";
+    if (was != is) {
+      d.push_back(std::string(what) + " " + was + ", now " + is);
+    }
+  };
+  text("kernel", now.kernel, "kernel");
+  text("virtualisation", now.virtualisation(), "virtualisation");
+  text("cpu_model", now.cpu_model, "CPU");
+  const ojson& cpus = committed.value("cpus", ojson());
+  if (!cpus.is_number_unsigned() || cpus.get<std::uint32_t>() != now.cpus) {
+    d.push_back("CPUs " + (cpus.is_number() ? cpus.dump() : std::string("unknown")) + ", now " +
+                std::to_string(now.cpus));
+  }
+  const ojson& mhz = committed.value("cpu_mhz", ojson());
+  if (mhz.is_number() && now.cpu_mhz &&
+      std::abs(*now.cpu_mhz / mhz.get<double>() - 1.0) > 0.05) {
+    d.push_back("clock " + fixed(mhz.get<double>(), 0) + " MHz, now " + fixed(*now.cpu_mhz, 0) +
+                " MHz");
+  }
+  return d;
+}
+
+std::filesystem::path resolve_compare_dir(const std::filesystem::path& dir, const Machine& now) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(dir / "measurements")) {
+    return dir;
+  }
+  std::vector<fs::path> sets;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_directory() && fs::is_directory(e.path() / "measurements")) {
+      sets.push_back(e.path());
+    }
+  }
+  std::sort(sets.begin(), sets.end());
+  std::vector<fs::path> matching;
+  std::string listing;
+  for (const fs::path& set : sets) {
+    const std::optional<ojson> m = committed_machine(set);
+    const std::vector<std::string> diffs =
+        m ? machine_differences(*m, now) : std::vector<std::string>{"no machine description"};
+    if (diffs.empty()) {
+      matching.push_back(set);
+    }
+    listing += "\n  " + set.string() + ": ";
+    for (std::size_t i = 0; i < diffs.size(); ++i) {
+      listing += (i != 0 ? "; " : "") + diffs[i];
+    }
+    if (diffs.empty()) {
+      listing += "this machine's class";
+    }
+  }
+  if (matching.size() == 1) {
+    return matching.front();
+  }
+  if (sets.empty()) {
+    throw std::runtime_error("no measured set in " + dir.string() +
+                             " (a set is a directory with measurements/)");
+  }
+  throw std::runtime_error(
+      std::string(matching.empty() ? "no set in " : "more than one set in ") + dir.string() +
+      " was measured on this machine's class (" + machine_line(now) +
+      "); name one set to compare with it anyway:" + listing);
+}
+
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
-                         double tolerance_pct, bool& all_within) {
+                         const Machine& now, double tolerance_pct, bool& all_within) {
   all_within = true;
   std::ostringstream s;
   s << "\ncompared with " << dir.string() << " (medians; within " << fixed(tolerance_pct, 0)
     << "% = reproduced)\n";
+  std::vector<std::string> diffs;
+  if (const std::optional<ojson> m = committed_machine(dir)) {
+    diffs = machine_differences(*m, now);
+  } else {
+    diffs.emplace_back("the set has no machine description");
+  }
+  if (diffs.empty()) {
+    s << "machine: the committed set's class (kernel, virtualisation, CPU, CPUs and clock agree)\n";
+  } else {
+    s << "machine: NOT the committed set's: ";
+    for (std::size_t i = 0; i < diffs.size(); ++i) {
+      s << (i != 0 ? "; " : "") << diffs[i];
+    }
+    s << ". A median beyond " << fixed(tolerance_pct, 0)
+      << "% may say more about the machine than about the harness.\n";
+  }
   s << std::left << std::setw(28) << "configuration" << std::setw(26) << "figure" << std::right
     << std::setw(12) << "committed" << std::setw(12) << "now" << std::setw(10) << "diff"
     << "  ok\n";
@@ -1274,7 +1383,8 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
     }
   }
   s << (all_within ? "reproduced: every median within " : "NOT reproduced: beyond ")
-    << fixed(tolerance_pct, 0) << "% " << (all_within ? "of the committed set\n" : "somewhere above\n");
+    << fixed(tolerance_pct, 0) << "% " << (all_within ? "of the committed set" : "somewhere above")
+    << (diffs.empty() ? "" : ", on a different machine") << "\n";
   return s.str();
 }
 

@@ -144,9 +144,26 @@ std::string trace_summary(const ConfigResult& r);
 // `skbsim measure --compare DIR`: each configuration's medians (throughput, non-idle CPU, service
 // demand) against the reference of DIR/<config>.json, a row per figure with the difference in
 // percent; `all_within` false when one is beyond `tolerance_pct` or a configuration has no file
-// there. Text for the summary.
+// there. It first says whether `now` is the machine the set was measured on (see
+// machine_differences). Text for the summary.
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
-                         double tolerance_pct, bool& all_within);
+                         const Machine& now, double tolerance_pct, bool& all_within);
+
+// The machine a committed set was measured on: the "machine" object of its first measurement
+// file (DIR/measurements/*.json, by name); nullopt when it has none.
+std::optional<nlohmann::ordered_json> committed_machine(const std::filesystem::path& dir);
+
+// How `now` differs from a committed set's machine, one phrase each ("virtualisation PVM+docker,
+// now KVM+docker"): the kernel release, the virtualisation, the CPU model, the CPU count, and
+// the clock when it differs by more than 5 %. Empty: the same machine class.
+std::vector<std::string> machine_differences(const nlohmann::ordered_json& committed,
+                                             const Machine& now);
+
+// The set `--compare DIR` means on this machine. DIR itself when it is a set (it has
+// measurements/); else the one subdirectory of DIR that is a set measured on a machine of this
+// class (no machine_differences). Throws std::runtime_error naming each set and its machine when
+// no subdirectory, or more than one, matches.
+std::filesystem::path resolve_compare_dir(const std::filesystem::path& dir, const Machine& now);
 
 // A one-line description of the machine for `reference.source`.
 std::string machine_line(const Machine& m);

@@ -945,18 +945,88 @@ TEST(MeasureReport, CompareHoldsMediansAgainstTheCommittedReferences) {
   };
   write(r.config.name(), 1100);  // -9.1 %: within
   bool ok = false;
-  std::string text = compare_text({r}, tmp.path(), 15, ok);
+  std::string text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_TRUE(ok) << text;
   EXPECT_NE(text.find("-9.1%"), std::string::npos) << text;
   write(r.config.name(), 1250);  // -20 %: beyond
-  text = compare_text({r}, tmp.path(), 15, ok);
+  text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_FALSE(ok) << text;
   EXPECT_NE(text.find("NOT reproduced"), std::string::npos) << text;
   ConfigResult other = r;
   other.config.variant = Variant::kOn;  // no committed file for it
-  text = compare_text({other}, tmp.path(), 15, ok);
+  text = compare_text({other}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_FALSE(ok);
   EXPECT_NE(text.find("no committed reference"), std::string::npos) << text;
+}
+
+// A committed set belongs to the machine it was measured on. --compare says whether this one is
+// of that class (kernel release, virtualisation, CPU model and count, clock within 5 %): the
+// development VM has come up as PVM at 2.1 GHz (the committed vm-2core set) and as KVM at 2.6 GHz,
+// whose system calls cost a sixth as much, and a campaign on one does not reproduce the other.
+Machine machine_of(const std::string& kernel, const std::string& vm, double mhz) {
+  Machine m = sample_context().machine;
+  m.kernel = kernel;
+  m.kernel_hypervisor = vm;
+  m.cpu_mhz = mhz;
+  return m;
+}
+
+void write_set(const std::filesystem::path& dir, const Machine& m) {
+  std::filesystem::create_directories(dir / "measurements");
+  nlohmann::ordered_json doc;
+  doc["machine"] = {{"kernel", m.kernel},          {"cpu_model", m.cpu_model},
+                    {"cpu_mhz", *m.cpu_mhz},       {"cpus", m.cpus},
+                    {"virtualisation", m.virtualisation()}};
+  std::ofstream(dir / "measurements" / "direct-off-unlimited.json") << doc.dump();
+}
+
+TEST(MeasureReport, CompareSaysWhenTheMachineIsNotTheCommittedSets) {
+  TempDir tmp;
+  const Machine pvm = machine_of("6.18.44-fc-v782", "PVM", 2096.0);
+  const Machine kvm = machine_of("6.18.44-fc-v669", "KVM", 2596.1);
+  write_set(tmp.path(), pvm);
+  const std::optional<nlohmann::ordered_json> m = committed_machine(tmp.path());
+  ASSERT_TRUE(m.has_value());
+  EXPECT_TRUE(machine_differences(*m, machine_of("6.18.44-fc-v782", "PVM", 2140.0)).empty());
+  const std::vector<std::string> d = machine_differences(*m, kvm);
+  ASSERT_EQ(d.size(), 3U);
+  EXPECT_EQ(d[0], "kernel 6.18.44-fc-v782, now 6.18.44-fc-v669");
+  EXPECT_EQ(d[1], "virtualisation PVM, now KVM");
+  EXPECT_EQ(d[2], "clock 2096 MHz, now 2596 MHz");
+  const ConfigResult r = sample_result(Topology::kDirect);
+  std::ofstream(tmp.path() / (r.config.name() + ".json"))
+      << R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 50, )"
+      << R"("service_demand_us_per_kb": 1.0}})";
+  bool ok = false;
+  std::string text = compare_text({r}, tmp.path(), kvm, 15, ok);
+  EXPECT_TRUE(ok) << text;  // the medians agree, but the reader is told the machines differ
+  EXPECT_NE(text.find("NOT the committed set's: kernel"), std::string::npos) << text;
+  text = compare_text({r}, tmp.path(), pvm, 15, ok);
+  EXPECT_NE(text.find("the committed set's class"), std::string::npos) << text;
+}
+
+// --compare scenarios/measured: the one set measured on this machine's class; none or two is a
+// flag error that lists every set and how its machine differs.
+TEST(MeasureReport, CompareWithADirectoryOfSetsTakesTheOneOfThisMachine) {
+  TempDir tmp;
+  const Machine pvm = machine_of("6.18.44-fc-v782", "PVM", 2096.0);
+  const Machine kvm = machine_of("6.18.44-fc-v669", "KVM", 2596.1);
+  write_set(tmp.path() / "vm-2core", pvm);
+  write_set(tmp.path() / "kvm-2core", kvm);
+  EXPECT_EQ(resolve_compare_dir(tmp.path(), kvm), tmp.path() / "kvm-2core");
+  EXPECT_EQ(resolve_compare_dir(tmp.path(), pvm), tmp.path() / "vm-2core");
+  EXPECT_EQ(resolve_compare_dir(tmp.path() / "vm-2core", kvm), tmp.path() / "vm-2core");
+  try {
+    (void)resolve_compare_dir(tmp.path(), machine_of("6.1.0", "none", 3000.0));
+    ADD_FAILURE() << "expected no set to match";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no set in"), std::string::npos) << what;
+    EXPECT_NE(what.find("vm-2core: kernel 6.18.44-fc-v782, now 6.1.0"), std::string::npos)
+        << what;
+  }
+  write_set(tmp.path() / "kvm-2core-again", kvm);
+  EXPECT_THROW((void)resolve_compare_dir(tmp.path(), kvm), std::runtime_error);
 }
 
 // ---- the speed probe ----------------------------------------------------------------------------
@@ -1061,7 +1131,7 @@ TEST(MeasureReport, SpeedProbesRunsSetAsideAndTheYardstickAreRecorded) {
   std::ofstream(tmp.path() / "measurements" / (r.config.name() + ".json"))
       << R"({"summary": {"speed": {"alu_ns": {"median": 1.0}, "wake_round_trip_us": null}}})";
   bool ok = false;
-  const std::string text = compare_text({r}, tmp.path(), 15, ok);
+  const std::string text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_TRUE(ok) << text;  // the speed is context, not a figure to reproduce
   EXPECT_NE(text.find("speed probe alu_ns"), std::string::npos) << text;
   EXPECT_NE(text.find("+25.0%  (context)"), std::string::npos) << text;
