@@ -1010,6 +1010,10 @@ std::map<std::string, std::string> recorded_sysctls(Lab& lab) {
   if (!lab.bridge_nf_default().empty()) {
     out["host/net.bridge.bridge-nf-call-iptables before (set to 0)"] = lab.bridge_nf_default();
   }
+  // Global, read (not set) in the root namespace: whether a reader's CPU hands the skbs it has
+  // copied back to the CPU that allocated them (skb_attempt_defer_free; 0 frees them at once).
+  const std::string defer = first_line(read_text("/proc/sys/net/core/skb_defer_max"));
+  out["net.core.skb_defer_max"] = defer.empty() ? "(absent)" : defer;
   return out;
 }
 

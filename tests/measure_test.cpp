@@ -1357,6 +1357,8 @@ TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
   EXPECT_TRUE(m["unsteady_runs"].is_array());
   EXPECT_GT(act["context_switches"].get<std::uint64_t>(), 0U);
   EXPECT_TRUE(m["summary"]["activity"]["per_segment"].contains("context_switches"));
+  // read, not set: whether this kernel frees a reader's skbs on the CPU that allocated them
+  EXPECT_FALSE(m["setup"]["sysctls"]["net.core.skb_defer_max"].get<std::string>().empty());
   const std::string trace = m["trace"]["status"];
   if (trace == "ok" && !profile_ip_register(m["machine"]["arch"]).empty()) {
     const auto& prof = m["trace"]["profile"];
