@@ -1143,6 +1143,15 @@ int measure_main(const Settings& settings, const std::string& command) {
   ss.tools = find_tools(settings);
   const RunLock lock;
   ss.ctx.command = command;
+  if (settings.out) {
+    fs::path o = fs::absolute(*settings.out).lexically_normal();
+    if (o.filename().empty()) {
+      o = o.parent_path();  // "DIR/"
+    }
+    if (!o.filename().empty()) {
+      ss.ctx.set_name = o.filename().string();
+    }
+  }
   ss.ctx.duration_s = settings.duration_s;
   ss.ctx.runs = settings.runs;
   ss.ctx.unsteady_retries = settings.unsteady_retries;

@@ -1020,7 +1020,7 @@ ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std:
   ojson j;
   j["schema"] = 1;
   j["extends"] = extends;
-  j["name"] = "measured-" + r.config.name();
+  j["name"] = ctx.set_name + "-" + r.config.name();
   j["description"] = scenario_description(ctx, r);
   if (const auto kc = kernel_config_json(ctx.machine)) {
     j["kernel_config"] = *kc;
@@ -1321,14 +1321,14 @@ std::filesystem::path resolve_compare_dir(const std::filesystem::path& dir, cons
 }
 
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
-                         const Machine& now, double tolerance_pct, bool& all_within) {
+                         const Machine& machine, double tolerance_pct, bool& all_within) {
   all_within = true;
   std::ostringstream s;
   s << "\ncompared with " << dir.string() << " (medians; within " << fixed(tolerance_pct, 0)
     << "% = reproduced)\n";
   std::vector<std::string> diffs;
   if (const std::optional<ojson> m = committed_machine(dir)) {
-    diffs = machine_differences(*m, now);
+    diffs = machine_differences(*m, machine);
   } else {
     diffs.emplace_back("the set has no machine description");
   }

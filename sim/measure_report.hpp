@@ -97,6 +97,9 @@ struct MeasureContext {
   int client_cpu = -1;  // iperf3 -A, -1 when not pinned
   int server_cpu = -1;
   std::string command;  // the command line as given
+  // The scenarios' names are "<set_name>-<config>": --out's last component (vm-2core), so that
+  // two machines' sets validated together stay apart.
+  std::string set_name = "measured";
   int unsteady_retries = 0;       // --unsteady-retries
   std::string order = "grouped";  // --order: "interleaved" or "grouped"
   SpeedYardstick first_speed;     // the probes before the first run
@@ -144,10 +147,10 @@ std::string trace_summary(const ConfigResult& r);
 // `skbsim measure --compare DIR`: each configuration's medians (throughput, non-idle CPU, service
 // demand) against the reference of DIR/<config>.json, a row per figure with the difference in
 // percent; `all_within` false when one is beyond `tolerance_pct` or a configuration has no file
-// there. It first says whether `now` is the machine the set was measured on (see
+// there. It first says whether `machine` is the one the set was measured on (see
 // machine_differences). Text for the summary.
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
-                         const Machine& now, double tolerance_pct, bool& all_within);
+                         const Machine& machine, double tolerance_pct, bool& all_within);
 
 // The machine a committed set was measured on: the "machine" object of its first measurement
 // file (DIR/measurements/*.json, by name); nullopt when it has none.

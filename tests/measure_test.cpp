@@ -1375,6 +1375,7 @@ TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
   const Scenario s = load_scenario((out / "direct-on-unlimited.json").string());
   ASSERT_TRUE(s.reference.has_value());
   EXPECT_EQ(s.reference->host, "M");
+  EXPECT_EQ(s.name, "out-direct-on-unlimited");  // the set is named after --out's directory
   EXPECT_TRUE(fs::exists(out / "summary.txt"));
 }
 
