@@ -179,12 +179,15 @@ TEST(CalibrateCommand, APriorNamesAFreeParameterAndAWidthAboveOne) {
   }
 }
 
-// CI re-runs the committed fit of the development VM's preset: scenarios/models/
-// modern-2core-fitted.json must be what its own "fit.command" yields (the service demand and the
-// kernel profile's ip and device groups of the two direct rows), to the last digit.
-TEST(CalibrateCommand, CommittedModernFitIsReproduced) {
+// CI re-runs the committed fits of the development VM's presets, one per machine it has come up
+// on (modern-2core: PVM; kvm-2core: KVM): each fitted file must be what its own "fit.command"
+// yields (the service demand and the kernel profile's ip and device groups of its set's two
+// direct rows), to the last digit.
+class CommittedModernFit : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CommittedModernFit, IsReproduced) {
   TempDir tmp;
-  const std::string preset = "scenarios/models/modern-2core-fitted.json";
+  const std::string preset = GetParam();
   std::ifstream in(std::string(SKBSIM_SOURCE_DIR) + "/" + preset);
   const auto fitted = nlohmann::json::parse(in);
   const std::string cmd = fitted.at("fit").at("command").get<std::string>();
@@ -216,5 +219,9 @@ TEST(CalibrateCommand, CommittedModernFitIsReproduced) {
         << it.key();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(CalibrateCommand, CommittedModernFit,
+                         ::testing::Values("scenarios/models/modern-2core-fitted.json",
+                                           "scenarios/models/kvm-2core-fitted.json"));
 
 }  // namespace

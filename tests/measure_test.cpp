@@ -799,22 +799,30 @@ TEST(MeasureReport, ScenarioReferenceHoldsTheProfileGroupsInMicrosecondsPerKilob
   EXPECT_TRUE(reference_profile_groups(profile, 2.0, "s").is_null());
 }
 
-// Calls `check` with each scenario of the committed measured set and its own measurement file;
-// how many there were.
+// Calls `check` with each scenario of every committed measured set (scenarios/measured/*/, one
+// per machine) and its own measurement file; how many there were.
 int for_each_committed(
     const std::function<void(const nlohmann::ordered_json& scenario,
                              const nlohmann::ordered_json& measurement)>& check) {
-  const fs::path dir = kSource / "scenarios/measured/vm-2core";
   int checked = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".json") {
+  int sets = 0;
+  for (const auto& set : fs::directory_iterator(kSource / "scenarios/measured")) {
+    const fs::path dir = set.path();
+    if (!fs::is_directory(dir / "measurements")) {
       continue;
     }
-    SCOPED_TRACE(e.path().filename().string());
-    check(nlohmann::ordered_json::parse(slurp(e.path())),
-          nlohmann::ordered_json::parse(slurp(dir / "measurements" / e.path().filename())));
-    ++checked;
+    ++sets;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.path().extension() != ".json") {
+        continue;
+      }
+      SCOPED_TRACE(dir.filename().string() + "/" + e.path().filename().string());
+      check(nlohmann::ordered_json::parse(slurp(e.path())),
+            nlohmann::ordered_json::parse(slurp(dir / "measurements" / e.path().filename())));
+      ++checked;
+    }
   }
+  EXPECT_GE(sets, 2);  // vm-2core (PVM) and kvm-2core (KVM)
   return checked;
 }
 
@@ -836,7 +844,7 @@ TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
           << it.key();
     }
   });
-  EXPECT_EQ(checked, 30);
+  EXPECT_EQ(checked, 60);  // 30 configurations in each of the two sets
 }
 
 // The ACKs a segment draws depend on when the reader runs, which tracing changes; the reference
@@ -919,7 +927,7 @@ TEST(MeasureReport, CommittedAckRowsAreTheUntracedRunsRate) {
           << d.scenario_name;
     }
   });
-  EXPECT_EQ(checked, 30);
+  EXPECT_EQ(checked, 60);
 }
 
 // iperf3 -b: the scenario's flow is paced the same way (rate_mbps), so all three figures compare.
