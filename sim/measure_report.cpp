@@ -696,11 +696,9 @@ namespace {
 // trace.wake_latency: the reader's remote wake-ups, sched_waking -> sched_wakeup, by its sleep.
 ojson wake_latency_json(const TraceCounts& c) {
   ojson o = ojson::object();
-  for (const auto& [index, w] : c.wake_latency) {
-    if (const WakeBucket* b = wake_bucket(index); b != nullptr && w.count != 0) {
-      o[b->key] = {{"wakeups", w.count}, {"mean_us", rounded(w.mean_us(), 2)}};
-    }
-  }
+  for_each_wake_bucket(c, [&o](const WakeBucket& b, const WakeLatency& w) {
+    o[b.key] = {{"wakeups", w.count}, {"mean_us", rounded(w.mean_us(), 2)}};
+  });
   return o;
 }
 
@@ -1175,12 +1173,9 @@ std::string trace_summary(const ConfigResult& r) {
     << fixed(ratio(c.kfree_skb, segs), 4) << "\n";
   if (!c.wake_latency.empty()) {
     s << "    reader's wake-up latency (remote, sched_waking -> sched_wakeup):";
-    for (const auto& [index, w] : c.wake_latency) {
-      if (const WakeBucket* b = wake_bucket(index); b != nullptr && w.count != 0) {
-        s << " after " << b->label << " asleep " << fixed(w.mean_us(), 1) << " us (" << w.count
-          << ")";
-      }
-    }
+    for_each_wake_bucket(c, [&s](const WakeBucket& b, const WakeLatency& w) {
+      s << " after " << b.label << " asleep " << fixed(w.mean_us(), 1) << " us (" << w.count << ")";
+    });
     s << "\n";
   }
   if (!c.profile.empty()) {
@@ -1223,6 +1218,18 @@ std::string speed_comparison(const ConfigResult& r, const std::filesystem::path&
   row("alu_ns", sp.alu);
   row("wake_round_trip_us", sp.wake);
   return s.str();
+}
+
+}  // namespace
+
+namespace {
+
+std::string joined(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    s += (i != 0 ? sep : "") + parts[i];
+  }
+  return s;
 }
 
 }  // namespace
@@ -1299,13 +1306,8 @@ std::filesystem::path resolve_compare_dir(const std::filesystem::path& dir, cons
     if (diffs.empty()) {
       matching.push_back(set);
     }
-    listing += "\n  " + set.string() + ": ";
-    for (std::size_t i = 0; i < diffs.size(); ++i) {
-      listing += (i != 0 ? "; " : "") + diffs[i];
-    }
-    if (diffs.empty()) {
-      listing += "this machine's class";
-    }
+    listing += "\n  " + set.string() + ": " +
+               (diffs.empty() ? std::string("this machine's class") : joined(diffs, "; "));
   }
   if (matching.size() == 1) {
     return matching.front();
@@ -1335,12 +1337,8 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
   if (diffs.empty()) {
     s << "machine: the committed set's class (kernel, virtualisation, CPU, CPUs and clock agree)\n";
   } else {
-    s << "machine: NOT the committed set's: ";
-    for (std::size_t i = 0; i < diffs.size(); ++i) {
-      s << (i != 0 ? "; " : "") << diffs[i];
-    }
-    s << ". A median beyond " << fixed(tolerance_pct, 0)
-      << "% may say more about the machine than about the harness.\n";
+    s << "machine: NOT the committed set's: " << joined(diffs, "; ") << ". A median beyond "
+      << fixed(tolerance_pct, 0) << "% may say more about the machine than about the harness.\n";
   }
   s << std::left << std::setw(28) << "configuration" << std::setw(26) << "figure" << std::right
     << std::setw(12) << "committed" << std::setw(12) << "now" << std::setw(10) << "diff"

@@ -164,11 +164,15 @@ inline constexpr std::array<WakeBucket, 3> kWakeBuckets = {{
     {"slept_200us_or_more", ">= 200 us"},
 }};
 
-// The bucket of a wake_latency entry, or nullptr for an index the program does not write.
-inline const WakeBucket* wake_bucket(int index) {
-  return index >= 0 && index < static_cast<int>(kWakeBuckets.size())
-             ? &kWakeBuckets[static_cast<std::size_t>(index)]
-             : nullptr;
+// Calls fn(bucket, latency) for each bucket of `c.wake_latency` that holds a wake-up, in order;
+// an index the program does not write is skipped.
+template <class F>
+void for_each_wake_bucket(const TraceCounts& c, F fn) {
+  for (const auto& [index, w] : c.wake_latency) {
+    if (index >= 0 && index < static_cast<int>(kWakeBuckets.size()) && w.count != 0) {
+      fn(kWakeBuckets[static_cast<std::size_t>(index)], w);
+    }
+  }
 }
 
 // Parses `bpftrace -f json` output (one JSON object per line). A map's entries are read as

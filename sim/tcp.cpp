@@ -14,6 +14,8 @@ constexpr std::uint32_t kTcpHeader = 32;       // 20 + 12 bytes of timestamps
 constexpr std::uint32_t kChecksumBreak = 76;   // CHECKSUM_BREAK: short skbs are verified at once
 constexpr Time kDelackMin = 40 * 1000 * kPsPerUs;  // TCP_DELACK_MIN (HZ/25)
 constexpr std::uint8_t kFlagVerified = 4;      // the receiver's checksum is verified
+constexpr std::uint32_t kTcpMssDefault = 536;  // TCP_MSS_DEFAULT (2.6.20: TCP_MIN_RCVMSS)
+constexpr std::uint32_t kTcpMinMss = 88;       // TCP_MIN_MSS
 
 // The headroom TCP reserves (KernelModel::max_tcp_header): 2.6.20 i386 SKB_DATA_ALIGN(128 + 32)
 // = 192, 6.x with a distribution config L1_CACHE_ALIGN(128 + 176) = 320.
@@ -528,8 +530,6 @@ bool tcp_queue_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
 // second in a row of one size, which then becomes rcv_mss (a peer whose MSS is smaller). Segments
 // under TCP_MSS_DEFAULT (536, 2.6.20's TCP_MIN_RCVMSS) with PSH always flag.
 void measure_rcv_mss(const Net& net, TcpSock& s, const Skb& skb) {
-  constexpr std::uint32_t kTcpMssDefault = 536;
-  constexpr std::uint32_t kTcpMinMss = 88;
   constexpr std::uint32_t kTcpHdrMin = 20;  // sizeof(struct tcphdr)
   const PacketMeta& m = meta(skb);
   const bool psh = (m.flags & kFlagPsh) != 0;
@@ -556,6 +556,10 @@ void measure_rcv_mss(const Net& net, TcpSock& s, const Skb& skb) {
   s.ack_pushed2 = s.ack_pushed2 || s.ack_pushed;
   s.ack_pushed = true;
 }
+
+// "More than one full frame" unacknowledged, as __tcp_ack_snd_check and tcp_cleanup_rbuf count
+// it: the bytes received since the last ACK (rcv_wup) against the receiver's guess of the MSS.
+bool over_one_mss_unacked(const TcpSock& s) noexcept { return s.rcv_nxt - s.rcv_wup > s.rcv_mss; }
 
 void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   OpCtx o = net.op(ctx);
@@ -605,7 +609,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   // still unread shrinks it, so a receiver whose reader lags leaves the ACK to the reader's
   // tcp_cleanup_rbuf().
   const std::uint32_t wnd_now = window_now(s);
-  if (s.rcv_nxt - s.rcv_wup > s.rcv_mss && wnd_now >= s.last_adv_wnd) {
+  if (over_one_mss_unacked(s) && wnd_now >= s.last_adv_wnd) {
     tcp_send_ack(net, ctx, s);
   } else {
     arm_delack(net, ctx, s);
@@ -625,7 +629,7 @@ void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s, bool copied) {
   const bool drained = s.receive_queue.empty() && s.ofo_queue.empty();
   const bool time_to_ack =
       s.delack_armed &&
-      (s.rcv_nxt - s.rcv_wup > s.rcv_mss ||
+      (over_one_mss_unacked(s) ||
        (copied && (s.ack_pushed2 || (s.ack_pushed && !pingpong)) && drained));
   const std::uint32_t now_wnd = window_now(s);
   if (time_to_ack ||
@@ -840,7 +844,7 @@ void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
   rcv.rcv_wnd = net.v2620() ? rcv.params.rcvbuf - rcv.params.rcvbuf / 4 : rcv.params.rcvbuf / 2;
   snd.snd_wnd = rcv.rcv_wnd;
   // tcp_initialize_rcv_mss: min(advmss, mss, rcv_wnd / 2, TCP_MSS_DEFAULT), at least TCP_MIN_MSS
-  rcv.rcv_mss = std::max(88U, std::min({536U, rcv.params.mss, rcv.rcv_wnd / 2}));
+  rcv.rcv_mss = std::max(kTcpMinMss, std::min({kTcpMssDefault, rcv.params.mss, rcv.rcv_wnd / 2}));
   snd.size_goal = (caps & feat::kTso) != 0 ? std::max(mss, std::min(65160U, snd.snd_wnd / 2) / mss * mss)
                                            : mss;
 }
@@ -896,6 +900,15 @@ void release_sock(Net& net, TcpSock& s) {
   });
 }
 
+// release_sock as the process's next work, queued once: release_pending stays set until it has
+// run (or, within a send() call, until the call releases the socket).
+void queue_release(Net& net, TcpSock& s) {
+  if (!s.release_pending) {
+    s.release_pending = true;
+    submit(*s.proc, [&net, &s] { release_sock(net, s); });
+  }
+}
+
 // The end of a socket call's task. Its transmits went through dev_queue_xmit, whose
 // rcu_read_unlock_bh() -> local_bh_enable() runs the NET_RX softirq they raised on this CPU
 // before the call goes on (both versions; kernel/softirq.c). The model runs that softirq as its
@@ -910,10 +923,7 @@ void end_call(Net& net, TcpSock& s) {
     return;
   }
   s.in_bh = true;
-  if (!s.release_pending) {
-    s.release_pending = true;
-    submit(*s.proc, [&net, &s] { release_sock(net, s); });
-  }
+  queue_release(net, s);
 }
 
 bool pure_ack(const PacketMeta& m) noexcept {
@@ -973,10 +983,7 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
       meta(skb).flags |= kFlagVerified;
     }
     s.backlog.push_back(skb);
-    if (!s.release_pending) {
-      s.release_pending = true;
-      submit(*s.proc, [&net, &s] { release_sock(net, s); });
-    }
+    queue_release(net, s);
     return;
   }
   tcp_rcv(net, ctx, s, skb, verified);
