@@ -254,6 +254,7 @@ void copy_header(Skb& to, const Skb& from, std::int64_t shift) {
   to.pkt_type = from.pkt_type;
   to.priority = from.priority;
   to.dev = from.dev;
+  to.alloc_cpu = from.alloc_cpu;
   to.cb = from.cb;
   to.set_traced(from.traced());
 }
@@ -276,6 +277,7 @@ Skb* alloc_skb_impl(OpCtx& ctx, std::uint32_t size, bool fclone) {
   E::buf(*skb) = alloc_head(ctx, hs, false, skb->id());
   E::end(*skb) = hs.end;
   E::truesize(*skb) = truesize_for(k, hs.end);
+  skb->alloc_cpu = ctx.cpu;
   return skb;
 }
 

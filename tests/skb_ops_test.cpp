@@ -455,6 +455,30 @@ TEST_P(Clone, FieldRules___skb_clone) {
   EXPECT_TRUE(env.pool.empty());
 }
 
+// skb->alloc_cpu: set by the allocation to the CPU it runs on (__finalize_skb_around), and
+// copied by a clone or copy from the original whatever CPU makes it (__copy_skb_header: the
+// field is in the headers group), so a copy made on CPU 1 still belongs to CPU 0.
+TEST_P(Clone, AllocCpuIsTheAllocatorsAndClonesAndCopiesKeepIt___copy_skb_header) {
+  ctx().cpu = 3;
+  Skb* o = tcp_segment(env, IpSummed::kPartial);
+  EXPECT_EQ(o->alloc_cpu, 3U);
+  ctx().cpu = 1;
+  Skb* c = ops::clone(ctx(), *o);
+  Skb* cc = ops::clone(ctx(), *c);  // from the slab, not the fclone companion
+  Skb* n = ops::copy(ctx(), *o);
+  Skb* p = ops::pskb_copy(ctx(), *o);
+  for (const Skb* s : {c, cc, n, p}) {
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->alloc_cpu, 3U);
+  }
+  Skb* fresh = ops::alloc_skb(ctx(), 100);
+  EXPECT_EQ(fresh->alloc_cpu, 1U);
+  for (Skb* s : {fresh, p, n, cc, c, o}) {
+    ops::kfree_skb(ctx(), *s);
+  }
+  EXPECT_TRUE(env.pool.empty());
+}
+
 // A slab clone whose allocation fails returns NULL, leaves dataref and flags alone, and
 // records nothing.
 TEST_P(Clone, SlabAllocFailureChangesNothing_skb_clone) {

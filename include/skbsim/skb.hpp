@@ -170,6 +170,10 @@ class Skb {
   std::uint8_t pkt_type = 0;   // PACKET_HOST = 0
   std::uint32_t priority = 0;
   std::uint32_t dev = 0;                 // index of the device the skb is on (the stack's)
+  // 6.x skb->alloc_cpu: the CPU whose context allocated the sk_buff (__finalize_skb_around); a
+  // clone or copy takes the original's (__copy_skb_header: it is in the headers group), so do
+  // skb_segment's outputs. skb_attempt_defer_free hands the skb back to this CPU to be freed.
+  std::uint16_t alloc_cpu = 0;
   std::array<std::uint64_t, 6> cb{};     // skb->cb: protocol-private scratch (TCP seq etc.)
   Skb* next = nullptr;                   // frag_list chaining
   QueueHook queue_hook;                  // SkbQueue link

@@ -35,6 +35,9 @@ struct OpCtx {
   Ledger& ledger;
   // Failure injection, as the kernel's failslab: the next allocation any operation makes fails.
   bool fail_next_alloc = false;
+  // raw_smp_processor_id() of the context the operations run in: what an allocation records
+  // as skb->alloc_cpu.
+  std::uint16_t cpu = 0;
 };
 
 namespace ops {
