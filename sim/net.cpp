@@ -226,6 +226,69 @@ void Net::kfree_skb_now(ExecCtx& ctx, Skb& skb) {
   ops::kfree_skb_now(o, skb);
 }
 
+void Net::run_deferred_frees() {
+  for (auto& h : hosts_) {
+    for (std::size_t i = 0; i < h->softnet.size(); ++i) {
+      if (!h->softnet[i].defer_list.empty()) {
+        raise_net_rx(*h->cpus[i], h->softnet[i]);
+      }
+    }
+  }
+}
+
+// 6.x skb_attempt_defer_free (net/core/skbuff.c), as tcp_eat_recv_skb calls it once sock_rfree
+// has run: "if (cpu == raw_smp_processor_id() || ...) goto nodefer" (kfree_skb_napi_cache: freed
+// here, no tracepoint); "defer_count = atomic_long_inc_return(&sdn->defer_count); if (defer_count
+// >= defer_max) goto nodefer;" else llist_add to the allocating CPU's list, and "kick = (defer_count
+// - 1) == (defer_max >> 1)": one IPI at a time (kick_defer_list_purge, defer_ipi_scheduled) raises
+// NET_RX there (trigger_rx_softirq). That CPU's net_rx_action frees the list (skb_defer_free_flush
+// -> napi_consume_skb, which fires the consume_skb tracepoint).
+void Net::skb_attempt_defer_free(ExecCtx& ctx, Skb& skb) {
+  OpCtx o = op(ctx);
+  if (v2620()) {
+    ops::kfree_skb_now(o, skb);  // sk_eat_skb: __kfree_skb
+    return;
+  }
+  ops::orphan(o, skb);  // tcp_eat_recv_skb: sock_rfree, then skb->destructor = NULL
+  Host& host = host_of(ctx);
+  const std::uint32_t cpu = skb.alloc_cpu;
+  if (cpu == ctx.cpu().index() || cpu >= host.softnet.size()) {
+    ops::kfree_skb_now(o, skb);
+    return;
+  }
+  charge(ctx, &skb, {.sym = Sym::kSkbAttemptDeferFree});
+  // The list is the other CPU's, whose NET_RX runs flush it while a read goes on over many skbs:
+  // the skb joins it when the reader's time reaches this point, not when its task began.
+  engine().after_task([this, &ctx, &skb] { defer_free(ctx, skb); });
+}
+
+void Net::defer_free(ExecCtx& ctx, Skb& skb) {
+  Host& host = host_of(ctx);
+  Softnet& sn = host.softnet[skb.alloc_cpu];
+  const std::uint32_t count = ++sn.defer_count;
+  if (count >= host.skb_defer_max) {
+    // nodefer: the reader's CPU frees it, the next thing it does.
+    ctx.cpu().submit_next({&ctx, [this, &ctx, &skb] { kfree_skb_now(ctx, skb); }});
+    return;
+  }
+  sn.defer_list.push_back(skb);
+  if (count - 1 != host.skb_defer_max >> 1 || sn.defer_ipi_scheduled) {
+    return;
+  }
+  sn.defer_ipi_scheduled = true;
+  Cpu& to = *host.cpus[skb.alloc_cpu];
+  ctx.cpu().submit_next({&ctx, [this, &ctx, &to, &sn] {
+                           charge(ctx, Sym::kSendIpi);
+                           engine().after_task([this, &to, &sn] {
+                             to.submit({sn.ctx.get(), [this, &to, &sn] {
+                                          charge(*sn.ctx, Sym::kIpiInterrupt);
+                                          sn.defer_ipi_scheduled = false;
+                                          raise_net_rx(to, sn);
+                                        }});
+                           });
+                         }});
+}
+
 void DevCounters::Side::count(const Skb& skb) noexcept {
   ++skbs;
   const std::uint32_t gso = skb.shinfo().gso_size != 0 ? skb.shinfo().gso_segs : 0;

@@ -105,17 +105,27 @@ struct Namespace {
 };
 
 // Per-CPU state of the NET_RX softirq: the backlog and whether the softirq is raised.
+// net.core.skb_defer_max's default (net/core/hotdata.c, 6.x).
+inline constexpr std::uint32_t kSkbDeferMaxDefault = 64;
+
 struct Softnet {
   SkbQueue backlog;  // input_pkt_queue
   bool raised = false;
   bool run_started = false;     // this NET_RX run has paid do_softirq / net_rx_action
   std::uint32_t run_left = 0;   // packets this run may still take (netdev_budget)
   std::unique_ptr<ExecCtx> ctx;  // "softirq/N"
+  // 6.x: skbs other CPUs freed for this one (skb_attempt_defer_free), freed by its next NET_RX
+  // run (skb_defer_free_flush); the count of attempts since the last flush, and whether a kick
+  // IPI is on its way (defer_ipi_scheduled).
+  SkbQueue defer_list;
+  std::uint32_t defer_count = 0;
+  bool defer_ipi_scheduled = false;
 };
 
 struct Host {
   std::string name;
   std::uint32_t cpus_counted = 1;  // CPUs netperf counts (hyper-threads included)
+  std::uint32_t skb_defer_max = kSkbDeferMaxDefault;  // net.core.skb_defer_max
   std::vector<std::unique_ptr<Cpu>> cpus;
   std::vector<Softnet> softnet;
   std::vector<std::unique_ptr<ExecCtx>> other_ctxs;  // processes, interrupts
@@ -252,7 +262,11 @@ class Net {
   const std::vector<std::unique_ptr<Device>>& devices() const noexcept { return devices_; }
 
   // ---- kernel paths (stack.cpp) ---------------------------------------------------------------
-  OpCtx op(ExecCtx& ctx) noexcept { return OpCtx(kernel_, pool_, ctx.ledger()); }
+  OpCtx op(ExecCtx& ctx) noexcept {
+    OpCtx o(kernel_, pool_, ctx.ledger());
+    o.cpu = static_cast<std::uint16_t>(ctx.cpu().index());
+    return o;
+  }
   void charge(ExecCtx& ctx, const Skb* skb, const Work& w);
   void charge(ExecCtx& ctx, Sym s) { charge(ctx, nullptr, Work{.sym = s}); }
   // A hop in a traced skb's life ("<what> <a> <b> ..."); the text is built only when the skb is
@@ -284,6 +298,13 @@ class Net {
   void drop(ExecCtx& ctx, Skb& skb, DropReason why);
   void free_skb(ExecCtx& ctx, Skb& skb);  // kfree_skb (2.6.20) / consume_skb (6.x): a normal free
   void kfree_skb_now(ExecCtx& ctx, Skb& skb);  // __kfree_skb: what TCP owns alone, untraced
+  // 6.x skb_attempt_defer_free: an skb a reader has consumed goes back to the CPU that
+  // allocated it, to be freed (and traced as consume_skb) by that CPU's next NET_RX run; freed
+  // here, untraced, when this is that CPU or its list is full. 2.6.20: __kfree_skb.
+  void skb_attempt_defer_free(ExecCtx& ctx, Skb& skb);
+  // Raises NET_RX on every CPU that still holds deferred frees: the next run a real CPU would
+  // make sooner or later, given at the end of a simulation so that nothing stays allocated.
+  void run_deferred_frees();
   void hazard(const std::string& kind, const std::string& message, const std::string& where);
   // The receive-side checksum state a transport protocol's rcv function (`fn`, e.g. "udp_rcv")
   // finds: true when the checksum is known good (CHECKSUM_UNNECESSARY, COMPLETE, or a local
@@ -321,6 +342,8 @@ class Net {
   // per packet.
   void raise_net_rx(Cpu& cpu, Softnet& sn);
   void net_rx_action(Softnet& sn);
+  void skb_defer_free_flush(Softnet& sn);
+  void defer_free(ExecCtx& ctx, Skb& skb);
   void local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb);
   bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);
 

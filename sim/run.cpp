@@ -35,7 +35,7 @@ Device& find_dev(Built& b, const std::string& name) {
 
 void build(Net& net, const ScenarioSpec& spec, Built& b) {
   for (const HostSpec& h : spec.hosts) {
-    net.add_host(h.name, h.cpus, h.cpus_counted);
+    net.add_host(h.name, h.cpus, h.cpus_counted).skb_defer_max = h.skb_defer_max;
   }
   for (const NamespaceSpec& n : spec.namespaces) {
     Host* h = net.host(n.host);
@@ -463,6 +463,8 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     }
   }
   net.engine().run_until(warm + dur + 3 * kPsPerSec);
+  net.run_deferred_frees();
+  net.engine().run_until(warm + dur + 4 * kPsPerSec);
   const Counters end = counters();
   r.total_bytes_sent = end.sent;
   r.total_bytes_received = end.received;

@@ -18,6 +18,7 @@ struct HostSpec {
   std::string name;
   std::uint32_t cpus = 2;
   std::uint32_t cpus_counted = 2;  // what netperf divides by (hyper-threads included)
+  std::uint32_t skb_defer_max = kSkbDeferMaxDefault;  // net.core.skb_defer_max (6.x)
 };
 
 struct RouteSpec {

@@ -117,6 +117,7 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
     }
     ops::reserve(o, *n, headroom);
     ops::put(o, *n, doffset);
+    n->alloc_cpu = skb.alloc_cpu;  // 6.x skb_segment: __copy_skb_header(nskb, head_skb)
     PacketMeta& m = meta(*n);
     m = m0;
     m.seq = m0.seq + done;
@@ -280,6 +281,7 @@ void Net::net_rx_action(Softnet& sn) {
     charge(ctx, Sym::kDoSoftirq);
     charge(ctx, Sym::kNetRxAction);
     charge(ctx, Sym::kProcessBacklog);
+    skb_defer_free_flush(sn);  // net_rx_action: before each poll
   }
   if (!sn.backlog.empty() && sn.run_left > 0) {
     --sn.run_left;
@@ -291,9 +293,25 @@ void Net::net_rx_action(Softnet& sn) {
     ctx.cpu().submit({&ctx, [this, &sn] { net_rx_action(sn); }});
     return;
   }
+  skb_defer_free_flush(sn);  // and once more when no poll is left
   sn.raised = false;
   if (!sn.backlog.empty()) {
     raise_net_rx(ctx.cpu(), sn);
+  }
+}
+
+// 6.x skb_defer_free_flush: "if (llist_empty(&sdn->defer_list)) continue; atomic_long_set(
+// &sdn->defer_count, 0);" then napi_consume_skb on each, which traces consume_skb.
+void Net::skb_defer_free_flush(Softnet& sn) {
+  if (sn.defer_list.empty()) {
+    return;
+  }
+  sn.defer_count = 0;
+  OpCtx o = op(*sn.ctx);
+  while (!sn.defer_list.empty()) {
+    Skb& s = sn.defer_list.front();
+    sn.defer_list.pop_front();
+    ops::consume_skb(o, s);
   }
 }
 

@@ -744,9 +744,8 @@ void copy_queued(Net& net, TcpSock& s) {
     s.recv_left -= take;
     if (s.copied_seq == m.end_seq) {
       s.receive_queue.pop_front();
-      // 2.6.20 sk_eat_skb, 6.x tcp_eat_recv_skb: __kfree_skb (6.x through skb_attempt_defer_free,
-      // which hands it to the allocating CPU's next softirq; the model frees it here).
-      net.kfree_skb_now(ctx, skb);
+      // 2.6.20 sk_eat_skb: __kfree_skb; 6.x tcp_eat_recv_skb: skb_attempt_defer_free.
+      net.skb_attempt_defer_free(ctx, skb);
     }
     rr_read(s, take);
   }

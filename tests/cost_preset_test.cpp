@@ -317,15 +317,19 @@ TEST(Syscall, CyclesForTheEntryAreAnErrorNamingTheirPath) {
 }
 
 // Every call the applications make pays one entry and exit: iperf3's write()s, its reader's
-// read()s and select()s.
+// read()s and select()s. (The entry is a task of its own: a call whose entry falls before the
+// measured window opens, or whose body after it closes, counts on one side only, at most one
+// per process at each edge.)
 TEST(Syscall, EachSocketCallAndSelectPaysOneEntry) {
   const RunResult r = run_scenario(measured("direct-off-unlimited", modern(), 0.02).spec);
   const HostResult& h = host_m(r);
   ASSERT_GT(r.segments, 1000U);
   EXPECT_GT(cell(h, Sym::kDoSelect).calls, 0U);
-  EXPECT_EQ(cell(h, Sym::kSyscall).calls, cell(h, Sym::kTcpSendmsg).calls +
-                                              cell(h, Sym::kTcpRecvmsg).calls +
-                                              cell(h, Sym::kDoSelect).calls);
+  const auto entries = static_cast<std::int64_t>(cell(h, Sym::kSyscall).calls);
+  const auto calls = static_cast<std::int64_t>(cell(h, Sym::kTcpSendmsg).calls +
+                                               cell(h, Sym::kTcpRecvmsg).calls +
+                                               cell(h, Sym::kDoSelect).calls);
+  EXPECT_LE(std::abs(entries - calls), 4) << entries << " entries, " << calls << " calls";
 }
 
 // The entry and exit, and select(), do not hold the socket (lock_sock comes inside the call;

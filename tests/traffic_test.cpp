@@ -426,6 +426,66 @@ TEST(WakeUp, IpiOnlyToAnIdleRemoteCpuAndTwoSwitchesPerSleep) {
   }
 }
 
+// 6.x tcp_eat_recv_skb -> skb_attempt_defer_free: a reader on another CPU than the sender hands
+// each skb it has consumed back to the CPU that allocated it, whose next NET_RX run frees it
+// (skb_defer_free_flush -> napi_consume_skb, the consume_skb tracepoint): with offloads off one
+// per segment, as the kvm-2core traces count. A reader on the sender's own CPU frees them at
+// once and untraced (nodefer: kfree_skb_napi_cache); 2.6.20's sk_eat_skb never defers.
+TEST(DeferredFree, AReadersSkbsGoBackToTheCpuThatAllocatedThem_skb_attempt_defer_free) {
+  ScenarioSpec apart = measured_vm("direct-off-unlimited", 0.03, 0.01);
+  ScenarioSpec same = apart;
+  for (FlowSpec& f : same.flows) {
+    ASSERT_NE(f.receiver_cpu, f.sender_cpu);
+    f.receiver_cpu = f.sender_cpu;
+  }
+  const RunResult ra = run_scenario(apart);
+  const RunResult rs = run_scenario(same);
+  const HostResult& ha = ra.hosts.front();
+  const HostResult& hs = rs.hosts.front();
+  EXPECT_NEAR(per_segment(ra, cell(ha, Sym::kSkbAttemptDeferFree).calls), 1.0, 0.1);
+  // plus the GSO skbs validate_xmit_skb consumes once segmented (one per 40-odd segments)
+  EXPECT_NEAR(per_segment(ra, cell(ha, Sym::kConsumeSkb).calls), 1.03, 0.1);
+  EXPECT_EQ(cell(hs, Sym::kSkbAttemptDeferFree).calls, 0U);
+  EXPECT_LT(per_segment(rs, cell(hs, Sym::kConsumeSkb).calls), 0.1);
+  const RunResult old = run_scenario(shortened(direct2620()));
+  EXPECT_EQ(cell(old.hosts.front(), Sym::kSkbAttemptDeferFree).calls, 0U);
+  for (const RunResult* r : {&ra, &rs, &old}) {
+    EXPECT_TRUE(r->pool_empty_at_end) << r->leak_report;
+  }
+}
+
+// net.core.skb_defer_max bounds the list: "if (defer_count >= defer_max) goto nodefer". At 0
+// nothing is deferred (each attempt frees at once, untraced); at 4 an skb joins the list only
+// while fewer than three wait, the third sends a kick IPI ("(defer_count - 1) == (defer_max >>
+// 1)") that raises NET_RX on the allocating CPU, and the rest the reader frees itself.
+TEST(DeferredFree, SkbDeferMaxBoundsTheListAndItsHalfKicksTheOtherCpu) {
+  ScenarioSpec base = measured_vm("direct-off-unlimited", 0.03, 0.01);
+  ScenarioSpec none = base;
+  none.hosts.front().skb_defer_max = 0;
+  ScenarioSpec small = base;
+  small.hosts.front().skb_defer_max = 4;
+  const RunResult rb = run_scenario(base);
+  const RunResult rn = run_scenario(none);
+  const RunResult rsm = run_scenario(small);
+  auto per_seg = [](const RunResult& r, Sym s) {
+    return per_segment(r, cell(r.hosts.front(), s).calls);
+  };
+  EXPECT_GT(per_seg(rn, Sym::kSkbAttemptDeferFree), 0.9);
+  EXPECT_LT(per_seg(rn, Sym::kConsumeSkb), 0.1);
+  const double deferred = per_seg(rsm, Sym::kConsumeSkb);
+  EXPECT_GT(deferred, 0.1);
+  EXPECT_LT(deferred, 0.9);
+  // The sender's CPU runs NET_RX (and so flushes its list) about once per 30 segments and a
+  // read takes dozens of skbs: at 4 nearly every flush interval kicks, more than one kick per
+  // 50 segments over the wake-up IPIs; at 64 the list stays under its half.
+  const double wake_ipis = per_seg(rn, Sym::kSendIpi);
+  EXPECT_GT(per_seg(rsm, Sym::kSendIpi) - wake_ipis, 0.02);
+  EXPECT_LT(per_seg(rb, Sym::kSendIpi) - wake_ipis, 0.005);
+  for (const RunResult* r : {&rb, &rn, &rsm}) {
+    EXPECT_TRUE(r->pool_empty_at_end) << r->leak_report;
+  }
+}
+
 // tcp_recvmsg copies at most the recv() size, leaving the rest of a large (GRO or GSO) skb at the
 // head of the queue: as many recv() calls as the bytes need, nothing lost, nothing leaked.
 TEST(RecvSize, EachRecvTakesAtMostItsSizeAndPartlyReadSkbsStay) {

@@ -56,6 +56,8 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   X(kKfreeSkb, "kfree_skb", kSkb)                                                           \
   X(kConsumeSkb, "consume_skb", kSkb)                                                       \
   X(kKfreeSkbFree, "__kfree_skb", kSkb)                                                     \
+  /* 6.x: a consumed skb handed back to the CPU that allocated it (net/core/skbuff.c) */     \
+  X(kSkbAttemptDeferFree, "skb_attempt_defer_free", kSkb)                                   \
   X(kSkbSegment, "skb_segment", kSkb)                                                       \
   X(kSkbScrubPacket, "skb_scrub_packet", kSkb)                                              \
   X(kSkbTryCoalesce, "skb_try_coalesce", kSkb)                                              \
