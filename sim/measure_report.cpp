@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -810,6 +811,23 @@ std::optional<long long> buffer_max(const ConfigResult& r, const char* key) {
   }
 }
 
+// net.core.skb_defer_max as read, when a number (older kernels have no such sysctl).
+std::optional<long long> defer_max(const ConfigResult& r) {
+  const auto it = r.sysctls.find("net.core.skb_defer_max");
+  if (it == r.sysctls.end()) {
+    return std::nullopt;
+  }
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    return used == it->second.size() && v >= 0 && v <= std::numeric_limits<std::int32_t>::max()
+               ? std::optional<long long>(v)
+               : std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t cpus) {
   // iperf3 -l: the client's write size and the server's read size, from an O_NONBLOCK socket
   ojson flow = {
@@ -1024,6 +1042,9 @@ ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std:
     j["kernel_config"] = *kc;
   }
   j["hosts"] = {{"M", {{"cpus", cpus}, {"cpus_counted", cpus}}}};
+  if (const auto dm = defer_max(r)) {
+    j["hosts"]["M"]["skb_defer_max"] = *dm;
+  }
   ojson devices = ojson::object();
   for (const PlanDevice& d : plan.devices) {
     const auto f = r.features.find(d.ifname);

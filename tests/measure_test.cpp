@@ -778,6 +778,27 @@ TEST(MeasureReport, ScenarioKernelConfigComesFromTheSmallHeadObjectSize) {
   EXPECT_FALSE(scenario_json(ctx, r, "x.json", "measurements/x.json").contains("kernel_config"));
 }
 
+// net.core.skb_defer_max as the run read it becomes the host's skb_defer_max, which decides
+// whether the model's reader hands its skbs back (skb_attempt_defer_free); a kernel without the
+// sysctl, or a value that is not a number, leaves the scenario at the default.
+TEST(MeasureReport, ScenarioHostTakesTheSkbDeferMaxTheRunRead) {
+  ConfigResult r = sample_result(Topology::kDirect);
+  EXPECT_FALSE(scenario_json(sample_context(), r, "x.json", "m.json")["hosts"]["M"].contains(
+      "skb_defer_max"));
+  r.sysctls["net.core.skb_defer_max"] = "0";
+  EXPECT_EQ(scenario_json(sample_context(), r, "x.json", "m.json")["hosts"]["M"]["skb_defer_max"],
+            0);
+  r.sysctls["net.core.skb_defer_max"] = "128";
+  const auto doc = scenario_json(sample_context(), r, "x.json", "m.json");
+  EXPECT_EQ(doc["hosts"]["M"]["skb_defer_max"], 128);
+  for (const char* v : {"(absent)", "12x", "-1"}) {
+    r.sysctls["net.core.skb_defer_max"] = v;
+    EXPECT_FALSE(scenario_json(sample_context(), r, "x.json", "m.json")["hosts"]["M"].contains(
+        "skb_defer_max"))
+        << v;
+  }
+}
+
 // reference.profile_groups: the traced run's CPU-weighted group shares times the untraced runs'
 // median service demand (1.0 here), so the scenario's groups are µs/KB a fit can use.
 TEST(MeasureReport, ScenarioReferenceHoldsTheProfileGroupsInMicrosecondsPerKilobyte) {
