@@ -116,7 +116,10 @@ void recvmsg_task(Net& net, UdpSock& u) {
     }
     u.stats.bytes_received += payload;
     ++u.stats.datagrams_in;
-    net.free_skb(ctx, skb);  // skb_free_datagram
+    // 2.6.20 skb_free_datagram; 6.x skb_consume_udp -> consume_skb. (6.18 hands it back to the
+    // allocating CPU through skb_attempt_defer_free, commit 6471658dc66c "udp: use
+    // skb_attempt_defer_free()"; the model's 6.x, 6.12 to 6.18, keeps the earlier free.)
+    net.free_skb(ctx, skb);
   }
   u.reader_blocked = true;
 }
