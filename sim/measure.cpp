@@ -404,6 +404,7 @@ measure::Machine describe_machine(ScratchDir& scratch) {
     m.kernel_hypervisor = measure::hypervisor_from_kernel_log(
         measure::run({dmesg}, scratch, milliseconds(10000)).out);
   }
+  m.cpuid_signature = measure::read_cpuid_signature();
   m.dmi_vendor = first_line(read_text("/sys/class/dmi/id/sys_vendor"));
   m.dmi_product = first_line(read_text("/sys/class/dmi/id/product_name"));
   const std::string small = first_line(read_text("/sys/kernel/slab/skbuff_small_head/object_size"));

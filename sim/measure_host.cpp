@@ -4,10 +4,16 @@
 #include "sim/measure_host.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <optional>
 #include <sstream>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "sim/measure_process.hpp"
 
@@ -327,6 +333,8 @@ std::string Machine::virtualisation() const {
   std::string vm;
   if (!kernel_hypervisor.empty()) {
     vm = kernel_hypervisor;
+  } else if (!cpuid_signature.empty()) {
+    vm = hypervisor_from_cpuid_signature(cpuid_signature);
   } else if (!systemd_detect_vm.empty() && systemd_detect_vm != "none") {
     vm = systemd_detect_vm;
   } else if (!dmi_vendor.empty() && (dmi_vendor.find("QEMU") != std::string::npos ||
@@ -353,6 +361,38 @@ std::string hypervisor_from_kernel_log(const std::string& text) {
   }
   const auto b = at + key.size();
   return trim(text.substr(b, text.find('\n', b) - b));
+}
+
+std::string hypervisor_from_cpuid_signature(const std::string& signature) {
+  static const std::map<std::string, std::string, std::less<>> kKnown = {
+      {"KVMKVMKVM", "KVM"},       {"Microsoft Hv", "Microsoft Hyper-V"},
+      {"VMwareVMware", "VMware"}, {"XenVMMXenVMM", "Xen HVM"},
+      {"Jailhouse", "Jailhouse"}, {"ACRNACRNACRN", "ACRN"}};
+  const std::string sig = trim(signature.substr(0, signature.find('\0')));
+  const auto it = kKnown.find(sig);
+  return it != kKnown.end() ? it->second : sig;
+}
+
+std::string read_cpuid_signature() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0;
+  unsigned b = 0;
+  unsigned c = 0;
+  unsigned d = 0;
+  __cpuid(1, a, b, c, d);
+  if ((c & (1U << 31)) == 0) {  // CPUID.1:ECX.HYPERVISOR
+    return "";
+  }
+  __cpuid(0x40000000, a, b, c, d);
+  std::array<char, 12> sig{};
+  std::memcpy(sig.data(), &b, 4);
+  std::memcpy(sig.data() + 4, &c, 4);
+  std::memcpy(sig.data() + 8, &d, 4);
+  std::string s(sig.data(), sig.size());
+  return s.substr(0, s.find('\0'));
+#else
+  return "";
+#endif
 }
 
 void parse_cpuinfo(const std::string& text, Machine& m) {

@@ -142,15 +142,20 @@ struct Machine {
   long clk_tck = 100;             // USER_HZ
   bool hypervisor_flag = false;   // the cpuinfo "hypervisor" flag
   std::string kernel_hypervisor;  // the kernel log's "Hypervisor detected: X", "" if not found
+  // The hypervisor's CPUID signature (leaf 0x40000000, x86), "" when there is none: what the
+  // kernel's detect_hypervisor_vendor() reads, there whatever the kernel log still holds.
+  std::string cpuid_signature;
   std::string systemd_detect_vm;  // systemd-detect-virt --vm, "" when not installed
   std::string systemd_detect_container;  // systemd-detect-virt --container
   std::string dmi_vendor;                // /sys/class/dmi/id/sys_vendor, "" when absent
   std::string dmi_product;               // /sys/class/dmi/id/product_name
   // /sys/kernel/slab/skbuff_small_head/object_size (6.x): tells the build's MAX_HEADER.
   std::optional<std::uint32_t> small_head_bytes;
-  // "<vm>" or "<vm>+<container>": the vm from the kernel log, else systemd-detect-virt --vm, else
-  // the DMI vendor, else "hypervisor" (the cpuinfo flag alone), else "none"; the container from
-  // systemd-detect-virt --container when not "none".
+  // "<vm>" or "<vm>+<container>": the vm from the kernel log, else the CPUID signature as the
+  // kernel names it, else systemd-detect-virt --vm, else the DMI vendor, else "hypervisor" (the
+  // cpuinfo flag alone), else "none"; the container from systemd-detect-virt --container when not
+  // "none". (The boot's "Hypervisor detected" line leaves the log's ring buffer after a while;
+  // the signature gives the same name for the hypervisors the kernel knows by it.)
   std::string virtualisation() const;
 };
 
@@ -158,5 +163,12 @@ struct Machine {
 void parse_cpuinfo(const std::string& text, Machine& m);
 // "KVM" from kernel log text with a line "... Hypervisor detected: KVM"; "" when none.
 std::string hypervisor_from_kernel_log(const std::string& text);
+// The name the kernel's "Hypervisor detected:" line gives a CPUID signature (arch/x86/kernel/cpu:
+// "KVMKVMKVM" KVM, "Microsoft Hv" Microsoft Hyper-V, "VMwareVMware" VMware, "XenVMMXenVMM" Xen
+// HVM, "Jailhouse" Jailhouse, "ACRNACRNACRN" ACRN), the signature itself (trimmed) for another;
+// "" for none.
+std::string hypervisor_from_cpuid_signature(const std::string& signature);
+// The CPUID hypervisor signature of the CPU this runs on ("" off x86 or with no hypervisor).
+std::string read_cpuid_signature();
 
 }  // namespace skbsim::sim::measure

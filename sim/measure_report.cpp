@@ -2,7 +2,9 @@
 
 #include "sim/measure_report.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -329,6 +331,7 @@ ojson machine_json(const Machine& m) {
           {"virtualisation", m.virtualisation()},
           {"virtualisation_sources",
            {{"kernel_log_hypervisor", m.kernel_hypervisor},
+            {"cpuid_signature", m.cpuid_signature},
             {"systemd_detect_virt_vm", m.systemd_detect_vm},
             {"systemd_detect_virt_container", m.systemd_detect_container},
             {"dmi_sys_vendor", m.dmi_vendor},
@@ -1281,10 +1284,16 @@ std::optional<ojson> committed_machine(const std::filesystem::path& dir) {
 
 std::vector<std::string> machine_differences(const ojson& committed, const Machine& now) {
   std::vector<std::string> d;
+  // Compared without case: systemd-detect-virt says "kvm" where the kernel says "KVM".
+  const auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return s;
+  };
   const auto text = [&](const char* key, const std::string& is, const char* what) {
     const ojson& v = committed.value(key, ojson());
     const std::string was = v.is_string() ? v.get<std::string>() : "unknown";
-    if (was != is) {
+    if (lower(was) != lower(is)) {
       d.push_back(std::string(what) + " " + was + ", now " + is);
     }
   };

@@ -226,6 +226,14 @@ TEST(MeasureHost, CpuinfoAndVirtualisation) {
   m.systemd_detect_vm = "kvm";
   m.systemd_detect_container = "docker";
   EXPECT_EQ(m.virtualisation(), "kvm+docker");
+  // The CPUID signature, named as the kernel's "Hypervisor detected:" line names it, comes
+  // before systemd's guess (a PVM guest is "bhyve" to systemd-detect-virt).
+  m.cpuid_signature = "KVMKVMKVM";
+  EXPECT_EQ(m.virtualisation(), "KVM+docker");
+  EXPECT_EQ(hypervisor_from_cpuid_signature("Microsoft Hv"), "Microsoft Hyper-V");
+  EXPECT_EQ(hypervisor_from_cpuid_signature("XenVMMXenVMM"), "Xen HVM");
+  EXPECT_EQ(hypervisor_from_cpuid_signature(std::string("bhyve bhyve \0", 13)), "bhyve bhyve");
+  EXPECT_EQ(hypervisor_from_cpuid_signature(""), "");
   m.kernel_hypervisor =
       hypervisor_from_kernel_log("[    0.0] x\n[    0.0] Hypervisor detected: PVM\n");
   EXPECT_EQ(m.virtualisation(), "PVM+docker");
@@ -1032,6 +1040,14 @@ TEST(MeasureReport, CompareSaysWhenTheMachineIsNotTheCommittedSets) {
   EXPECT_NE(text.find("NOT the committed set's: kernel"), std::string::npos) << text;
   text = compare_text({r}, tmp.path(), pvm, 15, ok);
   EXPECT_NE(text.find("the committed set's class"), std::string::npos) << text;
+  // The same hypervisor named by systemd-detect-virt once the kernel log has lost its line.
+  Machine later = kvm;
+  later.kernel_hypervisor.clear();
+  later.systemd_detect_vm = "kvm";
+  write_set(tmp.path() / "kvm", kvm);
+  const auto k = committed_machine(tmp.path() / "kvm");
+  ASSERT_TRUE(k.has_value());
+  EXPECT_TRUE(machine_differences(*k, later).empty()) << later.virtualisation();
 }
 
 // --compare scenarios/measured: the one set measured on this machine's class; none or two is a
