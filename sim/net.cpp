@@ -258,12 +258,17 @@ void Net::skb_attempt_defer_free(ExecCtx& ctx, Skb& skb) {
   }
   charge(ctx, &skb, {.sym = Sym::kSkbAttemptDeferFree});
   // The list is the other CPU's, whose NET_RX runs flush it while a read goes on over many skbs:
-  // the skb joins it when the reader's time reaches this point, not when its task began.
-  engine().after_task([this, &ctx, &skb] { defer_free(ctx, skb); });
+  // the skb joins it when the reader's time reaches this point, not when its task began. (It
+  // waits on the reader's CPU meanwhile, so the hand-off needs no more than two pointers.)
+  host.softnet[ctx.cpu().index()].defer_pending.push_back(skb);
+  engine().after_task([this, &ctx] { defer_free(ctx); });
 }
 
-void Net::defer_free(ExecCtx& ctx, Skb& skb) {
+void Net::defer_free(ExecCtx& ctx) {
   Host& host = host_of(ctx);
+  SkbQueue& pending = host.softnet[ctx.cpu().index()].defer_pending;
+  Skb& skb = pending.front();
+  pending.pop_front();
   Softnet& sn = host.softnet[skb.alloc_cpu];
   const std::uint32_t count = ++sn.defer_count;
   if (count >= host.skb_defer_max) {

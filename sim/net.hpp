@@ -120,6 +120,9 @@ struct Softnet {
   SkbQueue defer_list;
   std::uint32_t defer_count = 0;
   bool defer_ipi_scheduled = false;
+  // skbs a reader on this CPU has consumed whose turn to join another CPU's list has not come
+  // (the reader's time has not reached them), oldest first.
+  SkbQueue defer_pending;
 };
 
 struct Host {
@@ -343,7 +346,7 @@ class Net {
   void raise_net_rx(Cpu& cpu, Softnet& sn);
   void net_rx_action(Softnet& sn);
   void skb_defer_free_flush(Softnet& sn);
-  void defer_free(ExecCtx& ctx, Skb& skb);
+  void defer_free(ExecCtx& ctx);
   void local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb);
   bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);
 
