@@ -238,11 +238,11 @@ void Net::run_deferred_frees() {
 
 // 6.x skb_attempt_defer_free (net/core/skbuff.c), as tcp_eat_recv_skb calls it once sock_rfree
 // has run: "if (cpu == raw_smp_processor_id() || ...) goto nodefer" (kfree_skb_napi_cache: freed
-// here, no tracepoint); "defer_count = atomic_long_inc_return(&sdn->defer_count); if (defer_count
-// >= defer_max) goto nodefer;" else llist_add to the allocating CPU's list, and "kick = (defer_count
-// - 1) == (defer_max >> 1)": one IPI at a time (kick_defer_list_purge, defer_ipi_scheduled) raises
-// NET_RX there (trigger_rx_softirq). That CPU's net_rx_action frees the list (skb_defer_free_flush
-// -> napi_consume_skb, which fires the consume_skb tracepoint).
+// here, no tracepoint); "defer_count = atomic_long_inc_return(&sdn->defer_count); if
+// (defer_count >= defer_max) goto nodefer;" else llist_add to the allocating CPU's list, and
+// "kick = (defer_count - 1) == (defer_max >> 1)": one IPI at a time (kick_defer_list_purge,
+// defer_ipi_scheduled) raises NET_RX there (trigger_rx_softirq). That CPU's net_rx_action frees
+// the list (skb_defer_free_flush -> napi_consume_skb, which fires the consume_skb tracepoint).
 void Net::skb_attempt_defer_free(ExecCtx& ctx, Skb& skb) {
   OpCtx o = op(ctx);
   if (v2620()) {

@@ -549,8 +549,9 @@ class Validator {
       hs.cpus = static_cast<std::uint32_t>(h.child("cpus").uint_in(1, kMaxCpus));
       hs.cpus_counted = static_cast<std::uint32_t>(h.uint_or("cpus_counted", 1, 1024, hs.cpus));
       // net.core.skb_defer_max: proc_dointvec_minmax from 0 (0 turns the deferral off).
-      hs.skb_defer_max = static_cast<std::uint32_t>(
-          h.uint_or("skb_defer_max", 0, std::numeric_limits<std::int32_t>::max(), hs.skb_defer_max));
+      constexpr auto kIntMax = std::numeric_limits<std::int32_t>::max();
+      hs.skb_defer_max =
+          static_cast<std::uint32_t>(h.uint_or("skb_defer_max", 0, kIntMax, hs.skb_defer_max));
       spec().hosts.push_back(std::move(hs));
     }
   }
