@@ -119,6 +119,8 @@ void NicDevice::poll(Net& net, ExecCtx& ctx) {
   OpCtx o = net.op(ctx);
   net.charge(ctx, Sym::kDoSoftirq);
   net.charge(ctx, Sym::kNetRxAction);
+  Softnet& sn = ns->host->softnet.at(ctx.cpu().index());
+  net.skb_defer_free_flush(sn);  // net_rx_action: before the poll
   if (!tx_done_.empty()) {
     net.charge(ctx, Sym::kE1000CleanTxIrq);
     while (!tx_done_.empty()) {
@@ -211,6 +213,7 @@ void NicDevice::poll(Net& net, ExecCtx& ctx) {
     net.netif_receive_skb(ctx, *this, *skb);
   }
   flush();
+  net.skb_defer_free_flush(sn);  // and once more at its end
 }
 
 Features default_features(DevKind kind, KernelVersion v, bool modern_nic) {

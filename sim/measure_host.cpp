@@ -383,13 +383,24 @@ std::string read_cpuid_signature() {
   if ((c & (1U << 31)) == 0) {  // CPUID.1:ECX.HYPERVISOR
     return "";
   }
-  __cpuid(0x40000000, a, b, c, d);
-  std::array<char, 12> sig{};
-  std::memcpy(sig.data(), &b, 4);
-  std::memcpy(sig.data() + 4, &c, 4);
-  std::memcpy(sig.data() + 8, &d, 4);
-  std::string s(sig.data(), sig.size());
-  return s.substr(0, s.find('\0'));
+  const auto signature_at = [&](unsigned leaf) {
+    __cpuid(leaf, a, b, c, d);
+    std::array<char, 12> sig{};
+    std::memcpy(sig.data(), &b, 4);
+    std::memcpy(sig.data() + 4, &c, 4);
+    std::memcpy(sig.data() + 8, &d, 4);
+    const std::string s(sig.data(), sig.size());
+    return s.substr(0, s.find('\0'));
+  };
+  // KVM may sit above another hypervisor's leaves (Hyper-V enlightenments put "Microsoft Hv" at
+  // 0x40000000): the kernel's kvm_cpuid_base() looks every 0x100 up to 0x40010000, and its KVM
+  // detection outranks the others when found.
+  for (unsigned leaf = 0x40000000; leaf < 0x40010000; leaf += 0x100) {
+    if (signature_at(leaf) == "KVMKVMKVM") {
+      return "KVMKVMKVM";
+    }
+  }
+  return signature_at(0x40000000);
 #else
   return "";
 #endif

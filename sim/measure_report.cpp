@@ -1284,7 +1284,8 @@ std::optional<ojson> committed_machine(const std::filesystem::path& dir) {
 
 std::vector<std::string> machine_differences(const ojson& committed, const Machine& now) {
   std::vector<std::string> d;
-  // Compared without case: systemd-detect-virt says "kvm" where the kernel says "KVM".
+  // Compared without case: systemd-detect-virt says "kvm" where the kernel says "KVM" (a kernel
+  // release or CPU model never differs by case alone).
   const auto lower = [](std::string s) {
     std::transform(s.begin(), s.end(), s.begin(),
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });

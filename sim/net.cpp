@@ -249,14 +249,16 @@ void Net::skb_attempt_defer_free(ExecCtx& ctx, Skb& skb) {
     ops::kfree_skb_now(o, skb);  // sk_eat_skb: __kfree_skb
     return;
   }
-  ops::orphan(o, skb);  // tcp_eat_recv_skb: sock_rfree, then skb->destructor = NULL
+  charge(ctx, &skb, {.sym = Sym::kSkbAttemptDeferFree});
   Host& host = host_of(ctx);
   const std::uint32_t cpu = skb.alloc_cpu;
   if (cpu == ctx.cpu().index() || cpu >= host.softnet.size()) {
-    ops::kfree_skb_now(o, skb);
+    ops::kfree_skb_now(o, skb);  // runs sock_rfree first, as tcp_eat_recv_skb does
     return;
   }
-  charge(ctx, &skb, {.sym = Sym::kSkbAttemptDeferFree});
+  // tcp_eat_recv_skb: sock_rfree, then skb->destructor = NULL (skb_orphan's inline test stands
+  // for the check of the destructor).
+  ops::orphan(o, skb);
   // The list is the other CPU's, whose NET_RX runs flush it while a read goes on over many skbs:
   // the skb joins it when the reader's time reaches this point, not when its task began. (It
   // waits on the reader's CPU meanwhile, so the hand-off needs no more than two pointers.)
@@ -271,9 +273,13 @@ void Net::defer_free(ExecCtx& ctx) {
   pending.pop_front();
   Softnet& sn = host.softnet[skb.alloc_cpu];
   const std::uint32_t count = ++sn.defer_count;
+  // What the reader's CPU does past this point (a free, a kick) is charged as soon as that CPU is
+  // free, to a context of its own: the reader's task is over by now, and charging the reader's
+  // context would make its socket look owned to what arrives meanwhile.
+  ExecCtx& here = *host.sched.at(ctx.cpu().index());
   if (count >= host.skb_defer_max) {
-    // nodefer: the reader's CPU frees it, the next thing it does.
-    ctx.cpu().submit_next({&ctx, [this, &ctx, &skb] { kfree_skb_now(ctx, skb); }});
+    // nodefer: the reader's CPU frees it (kfree_skb_napi_cache).
+    ctx.cpu().submit_next({&here, [this, &here, &skb] { kfree_skb_now(here, skb); }});
     return;
   }
   sn.defer_list.push_back(skb);
@@ -282,14 +288,19 @@ void Net::defer_free(ExecCtx& ctx) {
   }
   sn.defer_ipi_scheduled = true;
   Cpu& to = *host.cpus[skb.alloc_cpu];
-  ctx.cpu().submit_next({&ctx, [this, &ctx, &to, &sn] {
-                           charge(ctx, Sym::kSendIpi);
-                           engine().after_task([this, &to, &sn] {
-                             to.submit({sn.ctx.get(), [this, &to, &sn] {
-                                          charge(*sn.ctx, Sym::kIpiInterrupt);
-                                          sn.defer_ipi_scheduled = false;
-                                          raise_net_rx(to, sn);
-                                        }});
+  ctx.cpu().submit_next({&here, [this, &here, &to, &sn] {
+                           charge(here, Sym::kKickDeferListPurge);
+                           charge(here, Sym::kSendIpi);
+                           // A halted vCPU takes the IPI after the preset's wake-up latency.
+                           const Time latency = to.idle() ? idle_wake_latency(to) : 0;
+                           engine().after_task([this, &to, &sn, latency] {
+                             engine().at(engine().now() + latency, [this, &to, &sn] {
+                               to.submit({sn.ctx.get(), [this, &to, &sn] {
+                                            charge(*sn.ctx, Sym::kIpiInterrupt);
+                                            sn.defer_ipi_scheduled = false;
+                                            raise_net_rx(to, sn);
+                                          }});
+                             });
                            });
                          }});
 }

@@ -308,6 +308,8 @@ class Net {
   // Raises NET_RX on every CPU that still holds deferred frees: the next run a real CPU would
   // make sooner or later, given at the end of a simulation so that nothing stays allocated.
   void run_deferred_frees();
+  // 6.x skb_defer_free_flush: what net_rx_action does before each NAPI poll and at its end.
+  void skb_defer_free_flush(Softnet& sn);
   void hazard(const std::string& kind, const std::string& message, const std::string& where);
   // The receive-side checksum state a transport protocol's rcv function (`fn`, e.g. "udp_rcv")
   // finds: true when the checksum is known good (CHECKSUM_UNNECESSARY, COMPLETE, or a local
@@ -345,7 +347,6 @@ class Net {
   // per packet.
   void raise_net_rx(Cpu& cpu, Softnet& sn);
   void net_rx_action(Softnet& sn);
-  void skb_defer_free_flush(Softnet& sn);
   void defer_free(ExecCtx& ctx);
   void local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb);
   bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);

@@ -280,8 +280,10 @@ void Net::net_rx_action(Softnet& sn) {
     sn.run_started = true;
     charge(ctx, Sym::kDoSoftirq);
     charge(ctx, Sym::kNetRxAction);
-    charge(ctx, Sym::kProcessBacklog);
     skb_defer_free_flush(sn);  // net_rx_action: before each poll
+    if (!sn.backlog.empty()) {  // (a run raised only to flush, by a kick, polls nothing)
+      charge(ctx, Sym::kProcessBacklog);
+    }
   }
   if (!sn.backlog.empty() && sn.run_left > 0) {
     --sn.run_left;

@@ -58,6 +58,8 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   X(kKfreeSkbFree, "__kfree_skb", kSkb)                                                     \
   /* 6.x: a consumed skb handed back to the CPU that allocated it (net/core/skbuff.c) */     \
   X(kSkbAttemptDeferFree, "skb_attempt_defer_free", kSkb)                                   \
+  /* its kick at half the list: an IPI raises NET_RX on the allocating CPU (net/core/dev.c) */ \
+  X(kKickDeferListPurge, "kick_defer_list_purge", kSkb)                                     \
   X(kSkbSegment, "skb_segment", kSkb)                                                       \
   X(kSkbScrubPacket, "skb_scrub_packet", kSkb)                                              \
   X(kSkbTryCoalesce, "skb_try_coalesce", kSkb)                                              \
