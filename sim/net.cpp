@@ -273,9 +273,9 @@ void Net::defer_free(ExecCtx& ctx) {
   pending.pop_front();
   Softnet& sn = host.softnet[skb.alloc_cpu];
   const std::uint32_t count = ++sn.defer_count;
-  // What the reader's CPU does past this point (a free, a kick) is charged as soon as that CPU is
-  // free, to a context of its own: the reader's task is over by now, and charging the reader's
-  // context would make its socket look owned to what arrives meanwhile.
+  // What the reader's CPU does past this point (a free, a kick) runs right after the reader's
+  // task, in a context of its own: a task of the reader's context would make its socket look
+  // owned to what arrives meanwhile.
   ExecCtx& here = *host.sched.at(ctx.cpu().index());
   if (count >= host.skb_defer_max) {
     // nodefer: the reader's CPU frees it (kfree_skb_napi_cache).
