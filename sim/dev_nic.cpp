@@ -117,10 +117,8 @@ void NicDevice::irq(Net& net) {
 
 void NicDevice::poll(Net& net, ExecCtx& ctx) {
   OpCtx o = net.op(ctx);
-  net.charge(ctx, Sym::kDoSoftirq);
-  net.charge(ctx, Sym::kNetRxAction);
   Softnet& sn = ns->host->softnet.at(ctx.cpu().index());
-  net.skb_defer_free_flush(sn);  // net_rx_action: before the poll
+  net.net_rx_begin(sn);
   if (!tx_done_.empty()) {
     net.charge(ctx, Sym::kE1000CleanTxIrq);
     while (!tx_done_.empty()) {

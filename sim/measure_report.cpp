@@ -799,36 +799,28 @@ std::string scenario_description(const MeasureContext& ctx, const ConfigResult& 
   return desc;
 }
 
-// The third number of a sysctl triple ("4096 16384 4194304"), when a buffer size the scenario
-// format takes.
-std::optional<long long> buffer_max(const ConfigResult& r, const char* key) {
+// The number a sysctl read gave (`field`: the whole value, or one word of a triple such as
+// "4096 16384 4194304"), when it is a number within lo..hi; older kernels lack some sysctls.
+std::optional<long long> sysctl_number(const ConfigResult& r, const char* key, long long lo,
+                                       long long hi,
+                                       std::string (*field)(const std::string&) = nullptr) {
   const auto it = r.sysctls.find(key);
   if (it == r.sysctls.end()) {
     return std::nullopt;
   }
+  const std::string text = field != nullptr ? field(it->second) : it->second;
   try {
-    const long long v = std::stoll(third_field(it->second));
-    return v >= 4096 && v <= (1LL << 30) ? std::optional<long long>(v) : std::nullopt;
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    return used == text.size() && v >= lo && v <= hi ? std::optional<long long>(v) : std::nullopt;
   } catch (const std::exception&) {
     return std::nullopt;
   }
 }
 
-// net.core.skb_defer_max as read, when a number (older kernels have no such sysctl).
-std::optional<long long> defer_max(const ConfigResult& r) {
-  const auto it = r.sysctls.find("net.core.skb_defer_max");
-  if (it == r.sysctls.end()) {
-    return std::nullopt;
-  }
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(it->second, &used);
-    return used == it->second.size() && v >= 0 && v <= std::numeric_limits<std::int32_t>::max()
-               ? std::optional<long long>(v)
-               : std::nullopt;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+// The maximum of a buffer-size triple, when a size the scenario format takes.
+std::optional<long long> buffer_max(const ConfigResult& r, const char* key) {
+  return sysctl_number(r, key, 4096, 1LL << 30, third_field);
 }
 
 ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t cpus) {
@@ -1045,7 +1037,8 @@ ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std:
     j["kernel_config"] = *kc;
   }
   j["hosts"] = {{"M", {{"cpus", cpus}, {"cpus_counted", cpus}}}};
-  if (const auto dm = defer_max(r)) {
+  if (const auto dm = sysctl_number(r, "net.core.skb_defer_max", 0,
+                                     std::numeric_limits<std::int32_t>::max())) {
     j["hosts"]["M"]["skb_defer_max"] = *dm;
   }
   ojson devices = ojson::object();

@@ -262,13 +262,13 @@ void Net::skb_attempt_defer_free(ExecCtx& ctx, Skb& skb) {
   // The list is the other CPU's, whose NET_RX runs flush it while a read goes on over many skbs:
   // the skb joins it when the reader's time reaches this point, not when its task began. (It
   // waits on the reader's CPU meanwhile, so the hand-off needs no more than two pointers.)
-  host.softnet[ctx.cpu().index()].defer_pending.push_back(skb);
+  softnet(ctx).defer_pending.push_back(skb);
   engine().after_task([this, &ctx] { defer_free(ctx); });
 }
 
 void Net::defer_free(ExecCtx& ctx) {
   Host& host = host_of(ctx);
-  SkbQueue& pending = host.softnet[ctx.cpu().index()].defer_pending;
+  SkbQueue& pending = softnet(ctx).defer_pending;
   Skb& skb = pending.front();
   pending.pop_front();
   Softnet& sn = host.softnet[skb.alloc_cpu];

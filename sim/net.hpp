@@ -308,6 +308,9 @@ class Net {
   // Raises NET_RX on every CPU that still holds deferred frees: the next run a real CPU would
   // make sooner or later, given at the end of a simulation so that nothing stays allocated.
   void run_deferred_frees();
+  // The start of a NET_RX run on sn's CPU (do_softirq, net_rx_action, and 6.x's
+  // skb_defer_free_flush before the first poll), for the backlog's and a NIC's NAPI poll alike.
+  void net_rx_begin(Softnet& sn);
   // 6.x skb_defer_free_flush: what net_rx_action does before each NAPI poll and at its end.
   void skb_defer_free_flush(Softnet& sn);
   void hazard(const std::string& kind, const std::string& message, const std::string& where);

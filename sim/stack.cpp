@@ -278,9 +278,7 @@ void Net::net_rx_action(Softnet& sn) {
   ExecCtx& ctx = *sn.ctx;
   if (!sn.run_started) {
     sn.run_started = true;
-    charge(ctx, Sym::kDoSoftirq);
-    charge(ctx, Sym::kNetRxAction);
-    skb_defer_free_flush(sn);  // net_rx_action: before each poll
+    net_rx_begin(sn);
     if (!sn.backlog.empty()) {  // (a run raised only to flush, by a kick, polls nothing)
       charge(ctx, Sym::kProcessBacklog);
     }
@@ -300,6 +298,12 @@ void Net::net_rx_action(Softnet& sn) {
   if (!sn.backlog.empty()) {
     raise_net_rx(ctx.cpu(), sn);
   }
+}
+
+void Net::net_rx_begin(Softnet& sn) {
+  charge(*sn.ctx, Sym::kDoSoftirq);
+  charge(*sn.ctx, Sym::kNetRxAction);
+  skb_defer_free_flush(sn);  // net_rx_action: before each poll
 }
 
 // 6.x skb_defer_free_flush: "if (llist_empty(&sdn->defer_list)) continue; atomic_long_set(
