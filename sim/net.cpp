@@ -272,7 +272,7 @@ void Net::defer_free(ExecCtx& ctx) {
   Skb& skb = pending.front();
   pending.pop_front();
   Softnet& sn = host.softnet[skb.alloc_cpu];
-  const std::uint32_t count = ++sn.defer_count;
+  const std::uint64_t count = ++sn.defer_count;
   // What the reader's CPU does past this point (a free, a kick) runs right after the reader's
   // task, in a context of its own: a task of the reader's context would make its socket look
   // owned to what arrives meanwhile.

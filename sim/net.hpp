@@ -118,7 +118,7 @@ struct Softnet {
   // run (skb_defer_free_flush); the count of attempts since the last flush, and whether a kick
   // IPI is on its way (defer_ipi_scheduled).
   SkbQueue defer_list;
-  std::uint32_t defer_count = 0;
+  std::uint64_t defer_count = 0;  // atomic_long_t
   bool defer_ipi_scheduled = false;
   // skbs a reader on this CPU has consumed whose turn to join another CPU's list has not come
   // (the reader's time has not reached them), oldest first.

@@ -35,7 +35,11 @@ Device& find_dev(Built& b, const std::string& name) {
 
 void build(Net& net, const ScenarioSpec& spec, Built& b) {
   for (const HostSpec& h : spec.hosts) {
-    net.add_host(h.name, h.cpus, h.cpus_counted).skb_defer_max = h.skb_defer_max;
+    Host& host = net.add_host(h.name, h.cpus, h.cpus_counted);
+    host.skb_defer_max = h.skb_defer_max;
+    for (std::size_t cpu = 0; cpu < h.defer_count.size(); ++cpu) {
+      host.softnet[cpu].defer_count = h.defer_count[cpu];
+    }
   }
   for (const NamespaceSpec& n : spec.namespaces) {
     Host* h = net.host(n.host);

@@ -19,6 +19,9 @@ struct HostSpec {
   std::uint32_t cpus = 2;
   std::uint32_t cpus_counted = 2;  // what netperf divides by (hyper-threads included)
   std::uint32_t skb_defer_max = kSkbDeferMaxDefault;  // net.core.skb_defer_max (6.x)
+  // Each CPU's deferred-free count as the run starts (6.x; missing CPUs: 0): what a kernel
+  // whose count was left at or above skb_defer_max takes no deferred skb with.
+  std::vector<std::uint64_t> defer_count;
 };
 
 struct RouteSpec {

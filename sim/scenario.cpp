@@ -552,6 +552,17 @@ class Validator {
       constexpr auto kIntMax = std::numeric_limits<std::int32_t>::max();
       hs.skb_defer_max =
           static_cast<std::uint32_t>(h.uint_or("skb_defer_max", 0, kIntMax, hs.skb_defer_max));
+      // Per CPU, the deferred-free count (an unsigned long in the kernel) the run starts from.
+      if (auto counts = h.optional_child("defer_count")) {
+        const std::vector<JsonReader> each = counts->array();
+        if (each.size() > hs.cpus) {
+          counts->fail("expected at most one count per CPU (" + std::to_string(hs.cpus) +
+                       "), got " + std::to_string(each.size()));
+        }
+        for (const JsonReader& c : each) {
+          hs.defer_count.push_back(c.uint_in(0, std::numeric_limits<std::int64_t>::max()));
+        }
+      }
       spec().hosts.push_back(std::move(hs));
     }
   }

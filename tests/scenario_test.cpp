@@ -320,6 +320,7 @@ const std::vector<std::string> kBad = {
     "bad-prefix",
     "host-bits-set",
     "irq-cpu-out-of-range",
+    "defer-count-per-cpu",
     "sender-cpu-out-of-range",
     "flow-undefined-namespace",
     "flow-namespace-without-address",
