@@ -1024,6 +1024,30 @@ std::optional<ojson> kernel_config_json(const Machine& m) {
                                "-byte skbuff_small_head objects, as this kernel has"}};
 }
 
+namespace {
+
+// 6.x: the traced run shows the sender's CPU refusing every skb the reader handed back
+// (skb_attempt_defer_free): the reader copied a thousand skbs or more, not one in ten came back
+// through skb_defer_free_flush, and net.core.skb_defer_max allowed it. Its count stood at or
+// above the limit with an empty list, where only a raised limit lets it out (docs/measure.md,
+// "A later PVM boot"); healthy, nearly every copied skb comes back.
+bool deferral_refused(const ConfigResult& r) {
+  if (!r.trace.counts || r.trace.counts->copy_datagram_iovec < 1000) {
+    return false;
+  }
+  const auto dm = sysctl_number(r, "net.core.skb_defer_max", 0,
+                                std::numeric_limits<std::int32_t>::max());
+  if (!dm || *dm == 0) {
+    return false;
+  }
+  const TraceCounts& c = *r.trace.counts;
+  const auto it = c.consume_skb_sites.find("skb_defer_free_flush");
+  const std::uint64_t flushed = it == c.consume_skb_sites.end() ? 0 : it->second;
+  return flushed * 10 < c.copy_datagram_iovec;
+}
+
+}  // namespace
+
 ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std::string& extends,
                     const std::string& measurement_file) {
   const NetPlan plan = plan_for(r.config.topology);
@@ -1040,6 +1064,18 @@ ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std:
   if (const auto dm = sysctl_number(r, "net.core.skb_defer_max", 0,
                                      std::numeric_limits<std::int32_t>::max())) {
     j["hosts"]["M"]["skb_defer_max"] = *dm;
+    if (ctx.client_cpu >= 0 && ctx.client_cpu != ctx.server_cpu &&
+        static_cast<std::uint32_t>(ctx.client_cpu) < cpus && deferral_refused(r)) {
+      std::vector<std::int64_t> counts(static_cast<std::size_t>(ctx.client_cpu) + 1, 0);
+      counts.back() = *dm;
+      j["hosts"]["M"]["defer_count"] = counts;
+      j["hosts"]["M"]["comment"] =
+          "CPU " + std::to_string(ctx.client_cpu) +
+          "'s deferred-free count starts at the limit: the traced run's reader copied " +
+          std::to_string(r.trace.counts->copy_datagram_iovec) +
+          " skbs and under a tenth came back through skb_defer_free_flush (docs/measure.md, 'A "
+          "later PVM boot'); the limit is the least count that refuses every skb";
+    }
   }
   ojson devices = ojson::object();
   for (const PlanDevice& d : plan.devices) {
@@ -1188,6 +1224,11 @@ std::string trace_summary(const ConfigResult& r) {
     << fixed(ratio(c.copy_datagram_iovec_bytes, segs), 0) << " B)"
     << ", consume_skb " << fixed(ratio(c.consume_skb, segs), 4) << ", kfree_skb "
     << fixed(ratio(c.kfree_skb, segs), 4) << "\n";
+  if (deferral_refused(r)) {
+    s << "    deferred frees refused: under a tenth of the skbs the reader copied came back through "
+         "skb_defer_free_flush (the sender's CPU's defer count stuck at or above "
+         "net.core.skb_defer_max; docs/measure.md, \"A later PVM boot\")\n";
+  }
   if (!c.wake_latency.empty()) {
     s << "    reader's wake-up latency (remote, sched_waking -> sched_wakeup):";
     for_each_wake_bucket(c, [&s](const WakeBucket& b, const WakeLatency& w) {

@@ -807,6 +807,40 @@ TEST(MeasureReport, ScenarioHostTakesTheSkbDeferMaxTheRunRead) {
   }
 }
 
+// A traced run whose reader's skbs did not come back to the sender's CPU (under a tenth through
+// skb_defer_free_flush; 6.x skb_attempt_defer_free refused them all) writes that CPU's deferred-
+// free count at the limit into the scenario, and says so in the summary; a healthy one, a limit
+// of 0 (nothing to refuse) or too few copies write nothing.
+TEST(MeasureReport, AReaderWhoseSkbsDidNotComeBackStartsTheSendersDeferCountAtTheLimit) {
+  ConfigResult r = sample_result(Topology::kDirect);
+  r.sysctls["net.core.skb_defer_max"] = "64";
+  r.trace.counts->copy_datagram_iovec = 2000;
+  r.trace.counts->consume_skb_sites["skb_defer_free_flush"] = 150;
+  const auto stuck = scenario_json(sample_context(), r, "x.json", "m.json")["hosts"]["M"];
+  ASSERT_TRUE(stuck.contains("defer_count"));
+  EXPECT_EQ(stuck["defer_count"], nlohmann::ordered_json::array({64}));  // client CPU 0
+  EXPECT_NE(trace_summary(r).find("deferred frees refused"), std::string::npos);
+  r.trace.counts->consume_skb_sites["skb_defer_free_flush"] = 1900;
+  EXPECT_FALSE(
+      scenario_json(sample_context(), r, "x.json", "m.json")["hosts"]["M"].contains("defer_count"));
+  EXPECT_EQ(trace_summary(r).find("deferred frees refused"), std::string::npos);
+  r.trace.counts->consume_skb_sites["skb_defer_free_flush"] = 0;
+  r.sysctls["net.core.skb_defer_max"] = "0";
+  EXPECT_FALSE(
+      scenario_json(sample_context(), r, "x.json", "m.json")["hosts"]["M"].contains("defer_count"));
+  r.sysctls["net.core.skb_defer_max"] = "64";
+  r.trace.counts->copy_datagram_iovec = 500;
+  EXPECT_FALSE(
+      scenario_json(sample_context(), r, "x.json", "m.json")["hosts"]["M"].contains("defer_count"));
+  // The CPU the sender runs on is the one that allocated the skbs.
+  r.trace.counts->copy_datagram_iovec = 2000;
+  MeasureContext ctx = sample_context();
+  ctx.client_cpu = 1;
+  ctx.server_cpu = 0;
+  EXPECT_EQ(scenario_json(ctx, r, "x.json", "m.json")["hosts"]["M"]["defer_count"],
+            nlohmann::ordered_json::array({0, 64}));
+}
+
 // reference.profile_groups: the traced run's CPU-weighted group shares times the untraced runs'
 // median service demand (1.0 here), so the scenario's groups are µs/KB a fit can use.
 TEST(MeasureReport, ScenarioReferenceHoldsTheProfileGroupsInMicrosecondsPerKilobyte) {
