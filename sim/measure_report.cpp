@@ -1225,8 +1225,8 @@ std::string trace_summary(const ConfigResult& r) {
     << ", consume_skb " << fixed(ratio(c.consume_skb, segs), 4) << ", kfree_skb "
     << fixed(ratio(c.kfree_skb, segs), 4) << "\n";
   if (deferral_refused(r)) {
-    s << "    deferred frees refused: under a tenth of the skbs the reader copied came back through "
-         "skb_defer_free_flush (the sender's CPU's defer count stuck at or above "
+    s << "    deferred frees refused: under a tenth of the skbs the reader copied came back "
+         "through skb_defer_free_flush (the sender's CPU's defer count stuck at or above "
          "net.core.skb_defer_max; docs/measure.md, \"A later PVM boot\")\n";
   }
   if (!c.wake_latency.empty()) {

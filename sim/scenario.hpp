@@ -110,8 +110,8 @@ inline constexpr std::array<std::string_view, 15> kTop = {
     "schema",  "name",  "description", "extends", "kernel",  "kernel_config", "preset", "seed",
     "hosts",   "namespaces", "devices", "traffic", "patches", "trace_segment", "reference"};
 inline constexpr std::array<std::string_view, 2> kKernelConfig = {"max_header", "comment"};
-inline constexpr std::array<std::string_view, 6> kHost = {"name", "cpus", "cpus_counted",
-                                                          "skb_defer_max", "defer_count", "comment"};
+inline constexpr std::array<std::string_view, 6> kHost = {
+    "name", "cpus", "cpus_counted", "skb_defer_max", "defer_count", "comment"};
 inline constexpr std::array<std::string_view, 6> kNamespace = {"name",      "host",   "ip_forward",
                                                                "addresses", "routes", "comment"};
 inline constexpr std::array<std::string_view, 3> kRoute = {"to", "dev", "comment"};
