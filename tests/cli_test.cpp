@@ -180,9 +180,9 @@ TEST(CalibrateCommand, APriorNamesAFreeParameterAndAWidthAboveOne) {
 }
 
 // CI re-runs the committed fits of the development VM's presets, one per machine it has come up
-// on (modern-2core: PVM; kvm-2core: KVM): each fitted file must be what its own "fit.command"
-// yields (the service demand and the kernel profile's ip and device groups of its set's two
-// direct rows), to the last digit.
+// on (modern-2core: PVM; kvm-2core: KVM on AMD; intel-kvm-2core: KVM on Intel): each fitted file
+// must be what its own "fit.command" yields (the service demand and the kernel profile's ip and
+// device groups of its set's two direct rows), to the last digit.
 class CommittedModernFit : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CommittedModernFit, IsReproduced) {
@@ -222,6 +222,7 @@ TEST_P(CommittedModernFit, IsReproduced) {
 
 INSTANTIATE_TEST_SUITE_P(CalibrateCommand, CommittedModernFit,
                          ::testing::Values("scenarios/models/modern-2core-fitted.json",
-                                           "scenarios/models/kvm-2core-fitted.json"));
+                                           "scenarios/models/kvm-2core-fitted.json",
+                                           "scenarios/models/intel-kvm-2core-fitted.json"));
 
 }  // namespace
