@@ -52,7 +52,8 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   const JsonReader cpu = root.child("cpu");
   cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "csum_bytes_per_ns",
                            "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us",
-                           "idle_wake_blocked_us", "halt_poll_max_us", "syscall_us"});
+                           "idle_wake_blocked_us", "halt_poll_max_us", "syscall_us",
+                           "idle_exit_blocked_us"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
@@ -71,6 +72,9 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   }
   if (const auto w = cpu.optional_child("syscall_us")) {
     p.syscall_us_ = valued(*w, 0, 1000);
+  }
+  if (const auto w = cpu.optional_child("idle_exit_blocked_us")) {
+    p.idle_exit_blocked_us_ = valued(*w, 0, 1000);
   }
   const JsonReader calls = root.child("calls");
   calls.reject_unknown_keys({"scale", "group_scales", "default_cycles", "symbols"});
@@ -104,6 +108,10 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
       s.fail("expected no cycles for entry_SYSCALL_64: a system call's entry and exit is "
              "\"cpu\": {\"syscall_us\"}, measured as time");
     }
+    if (*sym == Sym::kIdleExit) {
+      s.fail("expected no cycles for tick_nohz_idle_exit: leaving the idle loop after a long "
+             "halt is \"cpu\": {\"idle_exit_blocked_us\"}, as time");
+    }
     s.reject_unknown_keys({"cycles", "source"});
     (void)s.child("source").string();
     p.cycles_[*sym] = s.child("cycles").number_in(0, 1e6);
@@ -130,6 +138,8 @@ CostModel CostPreset::model() const {
   m.halt_poll_max_ps = std::llround(halt_poll_max_us_ * 1e6);
   m.syscall_ps = std::llround(syscall_us_ * 1e6);
   m.call_ps[index(Sym::kSyscall)] = m.syscall_ps;
+  m.idle_exit_blocked_ps = std::llround(idle_exit_blocked_us_ * 1e6);
+  m.call_ps[index(Sym::kIdleExit)] = m.idle_exit_blocked_ps;
   return m;
 }
 
@@ -141,7 +151,8 @@ bool CostPreset::has_param(const std::string& param) const {
     return scalable_group(param.substr(kGroupPrefix.size()));
   }
   return param == "call_scale" || param == "copy_bytes_per_ns" || param == "csum_bytes_per_ns" ||
-         param == "fused_bytes_per_ns" || param == "page_ref_cycles";
+         param == "fused_bytes_per_ns" || param == "page_ref_cycles" ||
+         param == "idle_exit_blocked_us";
 }
 
 double CostPreset::get(const std::string& param) const {
@@ -159,6 +170,9 @@ double CostPreset::get(const std::string& param) const {
   }
   if (param == "page_ref_cycles") {
     return page_ref_cycles_;
+  }
+  if (param == "idle_exit_blocked_us") {
+    return idle_exit_blocked_us_;
   }
   if (param.rfind(kGroupPrefix, 0) == 0) {
     const auto it = group_scales_.find(param.substr(kGroupPrefix.size()));
@@ -188,6 +202,13 @@ void CostPreset::set(const std::string& param, double v) {
   } else if (param == "page_ref_cycles") {
     page_ref_cycles_ = v;
     put("cpu", "page_ref_cycles", v);
+  } else if (param == "idle_exit_blocked_us") {
+    idle_exit_blocked_us_ = v;
+    put("cpu", "idle_exit_blocked_us", v);
+    auto& e = doc_["cpu"]["idle_exit_blocked_us"];
+    if (!e.contains("source")) {
+      e["source"] = "fitted by skbsim calibrate: the time each end of an idle period costs";
+    }
   } else if (param.rfind(kGroupPrefix, 0) == 0) {
     const std::string group = param.substr(kGroupPrefix.size());
     group_scales_[group] = v;
@@ -214,6 +235,9 @@ ParamBounds CostPreset::bounds(const std::string& param) const {
   }
   if (param.find("bytes_per_ns") != std::string::npos) {
     return {0.05, 50};
+  }
+  if (param == "idle_exit_blocked_us") {
+    return {0, 1000};
   }
   return {0, 1e6};
 }

@@ -9,6 +9,7 @@
 //   csum_bytes_per_ns   csum_partial rate
 //   fused_bytes_per_ns  csum_partial_copy_generic rate
 //   page_ref_cycles     one inline get_page/put_page
+//   idle_exit_blocked_us  leaving the idle loop after a halt the host stopped polling, as time
 //   cycles:<symbol>     one symbol's cycles per call
 //   group_scale:<group> multiplies the cycles of every symbol in one kernel-profile group
 //                       (sim/kernel_groups.hpp: "ip", "device", ...), on top of call_scale; what a
@@ -64,6 +65,7 @@ class CostPreset {
   double idle_wake_blocked_us_ = 0;
   double halt_poll_max_us_ = 0;
   double syscall_us_ = 0;
+  double idle_exit_blocked_us_ = 0;
   nlohmann::ordered_json doc_;
 };
 

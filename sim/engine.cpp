@@ -76,6 +76,15 @@ void Cpu::dispatch() {
     running_ = true;
     running_ctx_ = t.ctx;
     Engine& e = *engine_;
+    if (halted_) {
+      halted_ = false;
+      if (e.now_ > idle_since_) {
+        ++idle_exits_;
+        if (charge_after_ >= 0 && e.now_ - idle_since_ > charge_after_) {
+          t.ctx->ledger().record(Work{.sym = Sym::kIdleExit});
+        }
+      }
+    }
     e.current_ = t.ctx;
     t.run();
     e.current_ = nullptr;
@@ -104,6 +113,7 @@ void Cpu::dispatch() {
     return;
   }
   running_ = false;  // reached only when the CPU's last task has finished: it halts now
+  halted_ = true;
   idle_since_ = engine_->now_;
 }
 

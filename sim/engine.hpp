@@ -88,6 +88,13 @@ class Cpu {
   Time idle_since() const noexcept { return idle_since_; }
   // The host's halt-polling window for this (virtual) CPU, adapted after each halt.
   Time& halt_poll_ps() noexcept { return halt_poll_ps_; }
+  // Times the CPU left its idle loop after a halt of some time (not the zero-length gaps between
+  // two events at one instant), since the start.
+  std::uint64_t idle_exits() const noexcept { return idle_exits_; }
+  // From then on, each exit after a halt longer than `min_halt` records one tick_nohz_idle_exit
+  // call in the ledger of the task that ends the halt, ahead of that task's own work (the preset
+  // prices it: cpu.idle_exit_blocked_us). Negative: none (the default).
+  void charge_idle_exits_after(Time min_halt) noexcept { charge_after_ = min_halt; }
 
  private:
   friend class Engine;
@@ -107,6 +114,9 @@ class Cpu {
   Time task_end_ = 0;     // when the running task's time ends
   Time idle_since_ = 0;
   Time halt_poll_ps_ = 0;
+  bool halted_ = true;
+  Time charge_after_ = -1;
+  std::uint64_t idle_exits_ = 0;
 };
 
 class Engine {

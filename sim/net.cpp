@@ -122,6 +122,11 @@ Host& Net::add_host(const std::string& name, std::uint32_t cpus, std::uint32_t c
   h->cpus_counted = cpus_counted;
   for (std::uint32_t i = 0; i < cpus; ++i) {
     h->cpus.push_back(std::make_unique<Cpu>(engine_, i));
+    if (model_.idle_exit_blocked_ps > 0) {
+      // Exits after halts the host no longer polls: KVM blocked the vCPU's thread
+      // (kvm_vcpu_halt past halt_poll_ns), as idle_wake_latency() has it.
+      h->cpus.back()->charge_idle_exits_after(model_.halt_poll_max_ps);
+    }
   }
   h->softnet.resize(cpus);
   for (std::uint32_t i = 0; i < cpus; ++i) {

@@ -389,4 +389,84 @@ TEST(Calibrate, APriorHoldsAParameterTheFiguresLeaveFree) {
   EXPECT_EQ(rec["descents"][2]["start"], 2.0);
 }
 
+// ---- leaving the idle loop after a long halt ------------------------------------------------------
+
+// cpu.idle_exit_blocked_us: time, like the system call's entry, unscaled by call_scale; no preset
+// may give tick_nohz_idle_exit cycles; the 2007 presets (physical machines) have none.
+TEST(IdleExit, ThePresetsTimeReachesTheCostModelUnscaled) {
+  CostPreset p = modern();
+  p.set("idle_exit_blocked_us", 12.5);
+  const CostModel m = p.model();
+  EXPECT_EQ(m.idle_exit_blocked_ps, 12'500'000);
+  EXPECT_EQ(m.call_ps[index(Sym::kIdleExit)], m.idle_exit_blocked_ps);
+  p.set("call_scale", 3.0);
+  EXPECT_EQ(p.model().call_ps[index(Sym::kIdleExit)], m.idle_exit_blocked_ps);
+  EXPECT_EQ(p.to_json(nlohmann::ordered_json::object())["cpu"]["idle_exit_blocked_us"]["value"],
+            12.5);
+  const CostModel old = CostPreset::load(kModels + "xeon-2007.json", "xeon-2007.json").model();
+  EXPECT_EQ(old.idle_exit_blocked_ps, 0);
+  EXPECT_EQ(old.call_ps[index(Sym::kIdleExit)], 0);
+}
+
+TEST(IdleExit, CyclesForTheExitAreAnErrorNamingTheirPath) {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  doc["calls"]["symbols"]["tick_nohz_idle_exit"] = {{"cycles", 3000}, {"source", "a guess"}};
+  Loaded l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/tick_nohz_idle_exit: expected", 0), 0U)
+      << l.error;
+  doc["calls"]["symbols"].erase("tick_nohz_idle_exit");
+  doc["cpu"]["idle_exit_blocked_us"]["value"] = -1;
+  l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_exit_blocked_us", 0), 0U) << l.error;
+}
+
+// iperf3 at 1000 Mbit/s writes once per pacing tick (1 ms) and both CPUs halt in between, past
+// the host's 200 us polling window: each such halt's end is charged once, to the task ending it.
+// Unlimited, the CPUs rarely halt that long. Halts inside the window are counted, not charged.
+TEST(IdleExit, ChargedAfterHaltsPastThePollingWindowOnly) {
+  CostPreset p = modern();
+  p.set("idle_exit_blocked_us", 10);
+  const RunResult paced = run_scenario(measured("direct-on-1000mbps", p, 0.05).spec);
+  const RunResult flat = run_scenario(measured("direct-on-unlimited", p, 0.01).spec);
+  const LedgerCell& c = cell(host_m(paced), Sym::kIdleExit);
+  // About one long halt per CPU per pacing tick: 2 x 50 ticks, less what the window edges cut.
+  EXPECT_GT(c.calls, 60U);
+  EXPECT_LT(c.calls, 140U);
+  EXPECT_EQ(c.cost_ps, static_cast<std::int64_t>(c.calls) * 10 * kPsPerUs);
+  const auto per_segment = [](const RunResult& r) {
+    return static_cast<double>(cell(host_m(r), Sym::kIdleExit).calls) /
+           static_cast<double>(r.segments);
+  };
+  EXPECT_LT(per_segment(flat) * 20, per_segment(paced));
+  p.set("idle_exit_blocked_us", 0);
+  const RunResult none = run_scenario(measured("direct-on-1000mbps", p, 0.05).spec);
+  EXPECT_EQ(cell(host_m(none), Sym::kIdleExit).calls, 0U);
+}
+
+// The fit recovers the exit's time from the paced rows' service demand: references made by the
+// model with 12 us, fitted from the preset's starting value.
+TEST(IdleExit, TheFitRecoversItFromThePacedRows) {
+  CostPreset truth = modern();
+  truth.set("idle_exit_blocked_us", 12);
+  std::vector<Scenario> scenarios;
+  for (const char* name : {"direct-on-1000mbps", "direct-off-1000mbps"}) {
+    Scenario sc = measured(name, truth, 0.03);
+    const RunResult r = run_scenario(sc.spec);
+    Reference ref;
+    ref.source = "the model with idle_exit_blocked_us 12";
+    ref.tolerance_pct = 1;
+    ref.host = "M";
+    ref.service_demand_us_per_kb = host_m(r).service_demand_us_per_kb;
+    sc.reference = ref;
+    scenarios.push_back(std::move(sc));
+  }
+  ASSERT_NE(modern().get("idle_exit_blocked_us"), 12);
+  const FitResult f = fit(scenarios, modern(), {"idle_exit_blocked_us"});
+  EXPECT_NEAR(f.preset.get("idle_exit_blocked_us"), 12, 0.3);
+  EXPECT_LT(f.rms_pct, 1.0);
+}
+
 }  // namespace skbsim::sim

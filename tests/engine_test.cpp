@@ -350,6 +350,54 @@ TEST_F(CpuFixture, ZeroCostTaskFiresItsContinuationAtTheSameTime) {
   EXPECT_EQ(cpu.busy_ps(), 0);
 }
 
+// ---- leaving the idle loop (cpu.idle_exit_blocked_us) ---------------------------------------------
+
+// A CPU counts each end of a halt that lasted some time: one at 1000 ps (idle since the start),
+// one at 3000 (idle since 1100); work submitted at the instant the CPU went idle (two events at
+// one time, not a halt) ends none.
+TEST_F(CpuFixture, IdleExitsCountHaltsOfSomeTimeOnly) {
+  engine.at(1000, [&] {
+    cpu.submit({&proc, [&] {
+                  charge(proc, 1);
+                  engine.after_task([&] {
+                    // After the task's end event: the CPU has just gone idle at 1100.
+                    engine.at(engine.now(), [&] { cpu.submit(task(soft, "at-once", 0)); });
+                  });
+                }});
+  });
+  engine.at(3000, [&] { cpu.submit(task(proc, "later", 1)); });
+  engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 2U);
+  EXPECT_EQ(runs[0].name, "at-once");
+  EXPECT_EQ(runs[0].start, 1100);
+  EXPECT_EQ(cpu.idle_exits(), 2U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 0U);  // counted, not charged by default
+  EXPECT_EQ(cpu.busy_ps(), 200);
+}
+
+// With charging on, an exit after a halt longer than the threshold records one
+// tick_nohz_idle_exit in the ledger of the task that ends it, ahead of the task's own work: the
+// task's hand-off moves by its price, and the CPU's busy time holds it. A shorter halt is counted
+// and costs nothing.
+TEST_F(CpuFixture, IdleExitAfterALongHaltIsChargedToTheTaskEndingItBeforeItsWork) {
+  cpu.charge_idle_exits_after(500);
+  Time handed = -1;
+  engine.at(1000, [&] {  // halted 1000 ps: charged
+    cpu.submit({&proc, [&] {
+                  charge(proc, 2);
+                  engine.after_task([&] { handed = engine.now(); });
+                }});
+  });
+  engine.at(1600, [&] { cpu.submit(task(soft, "short halt", 1)); });  // halted 300 ps (1300..1600)
+  engine.run_until(10'000);
+  EXPECT_EQ(handed, 1300);  // 1000 + the exit's 100 ps + two calls of 100 ps
+  EXPECT_EQ(cpu.idle_exits(), 2U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 1U);
+  EXPECT_EQ(soft.ledger().cell(Sym::kIdleExit).calls, 0U);
+  EXPECT_EQ(cpu.busy_ps(), 400);
+  EXPECT_EQ(proc.ledger().total().cost_ps + soft.ledger().total().cost_ps, cpu.busy_ps());
+}
+
 TEST(Cpus, EachCpuIsIndependent) {
   CostModel model = flat_model(100);
   Engine engine;

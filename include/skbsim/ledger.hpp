@@ -74,6 +74,10 @@ struct CostModel {
   // cycles are; call_ps[kSyscall] holds it too. 0: the model charges none (the syscall symbols'
   // cycles then include their entry, as the 2007 presets have it).
   std::int64_t syscall_ps = 0;
+  // Leaving the idle loop after a halt longer than halt_poll_max_ps (any halt without it), as
+  // time (call_ps[kIdleExit] holds it too): what such an end of an idle period costs the CPU
+  // beyond the work that ended it. 0: not priced.
+  std::int64_t idle_exit_blocked_ps = 0;
 
   std::int64_t price(const Work& w) const noexcept {
     const std::int64_t bytes_fs = static_cast<std::int64_t>(w.copied) * copy_fs_per_byte +

@@ -172,7 +172,11 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   /* ttwu_queue_wakelist -> send_call_function_single_ipi; the receiving CPU's interrupt */ \
   /* (6.x sysvec_call_function_single) leaves the idle loop (tick_nohz_idle_exit) */        \
   X(kSendIpi, "smp_send_reschedule", kOther)                                                \
-  X(kIpiInterrupt, "smp_reschedule_interrupt", kOther)
+  X(kIpiInterrupt, "smp_reschedule_interrupt", kOther)                                      \
+  /* leaving the idle loop after a long halt, whatever ended it (6.x do_idle: the */         \
+  /* interrupt's entry, tick_nohz_idle_exit restarting the tick; on a VM whose host blocked */ \
+  /* the vCPU's thread, the caches refilled after it), priced by cpu.idle_exit_blocked_us */ \
+  X(kIdleExit, "tick_nohz_idle_exit", kOther)
 
 enum class Sym : std::uint16_t {
 #define SKBSIM_SYM_ENUM(e, name, group) e,
