@@ -203,7 +203,7 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
           cost = cn;
           lambda = std::max(lambda / 5, 1e-9);
           improved = true;
-          if (gain < 1e-14) {
+          if (gain < 1e-4 * cost) {
             it = 1000;  // converged
           }
         } else {

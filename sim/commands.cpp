@@ -435,7 +435,7 @@ int run_validate(const std::vector<std::string>& args) {
 int run_calibrate(const std::vector<std::string>& args) {
   const std::string usage =
       "skbsim calibrate --scenarios DIR|FILE... --preset PRESET.json [--free PARAM...] "
-      "[--figure NAME...] [--out FILE]";
+      "[--figure NAME...] [--profile-unlimited-only] [--out FILE]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "scenarios,s", po::value<std::vector<std::string>>()->multitoken(),
@@ -443,8 +443,8 @@ int run_calibrate(const std::vector<std::string>& args) {
       "preset,p", po::value<std::string>(), "the starting preset")(
       "free", po::value<std::vector<std::string>>()->multitoken(),
       "parameters to fit: call_scale, copy_bytes_per_ns, csum_bytes_per_ns, "
-      "fused_bytes_per_ns, page_ref_cycles, cycles:<symbol>, group_scale:<group> (default: "
-      "call_scale)")(
+      "fused_bytes_per_ns, page_ref_cycles, idle_exit_blocked_us, cycles:<symbol>, "
+      "group_scale:<group> (default: call_scale)")(
       "figure", po::value<std::vector<std::string>>()->multitoken(),
       "the reference figures to fit: cpu_util_pct, service_demand_us_per_kb, "
       "remote_cpu_util_pct, remote_service_demand_us_per_kb (default: all of these a reference "
@@ -454,6 +454,11 @@ int run_calibrate(const std::vector<std::string>& args) {
       "PARAM=FACTOR: condition the fit with a log-normal prior on a free parameter, centred on "
       "its starting value, FACTOR (> 1) times or 1/FACTOR of it at one standard deviation "
       "(default: none)")(
+      "profile-unlimited-only",
+      "fit profile:<group> figures only from references whose flows have no rate limit: at a "
+      "fixed rate the kernel spreads the cost of leaving idle over every function it runs "
+      "next (cold caches), where the model charges it to one symbol (cpu.idle_exit_blocked_us); "
+      "the rate-limited references' other figures still count")(
       "no-loo", "skip the leave-one-out table");
   po::variables_map vm;
   if (!parse_args(args, visible, visible, {}, vm, usage)) {
@@ -540,6 +545,7 @@ int run_calibrate(const std::vector<std::string>& args) {
         v.reset();
       }
     };
+    const bool profile_unlimited_only = vm.count("profile-unlimited-only") != 0;
     const auto inputs = vm["scenarios"].as<std::vector<std::string>>();
     std::vector<Scenario> scenarios;
     for (const std::string& f : scenario_files(inputs)) {
@@ -550,6 +556,11 @@ int run_calibrate(const std::vector<std::string>& args) {
         keep(r.service_demand_us_per_kb, "service_demand_us_per_kb");
         keep(r.remote_cpu_util_pct, "remote_cpu_util_pct");
         keep(r.remote_service_demand_us_per_kb, "remote_service_demand_us_per_kb");
+        if (profile_unlimited_only &&
+            std::any_of(sc.spec.flows.begin(), sc.spec.flows.end(),
+                        [](const FlowSpec& f) { return f.rate_bps != 0; })) {
+          r.profile_groups.reset();
+        }
         if (r.profile_groups) {
           std::erase_if(r.profile_groups->us_per_kb, [&profile_figures](const auto& g) {
             return !profile_figures.contains(g.first);

@@ -164,6 +164,30 @@ TEST(CalibrateCommand, AProfileFigureNamesAGroupTheModelHas) {
       << r.err;
 }
 
+// calibrate --profile-unlimited-only: a rate-limited reference's profile groups are left out of
+// the fit (the model charges leaving idle to one symbol; the kernel spreads it), its service
+// demand stays in.
+TEST(CalibrateCommand, ProfileUnlimitedOnlyLeavesOutAPacedReferencesGroups) {
+  const std::vector<std::string> base = {
+      "calibrate", "--scenarios", "scenarios/measured/vm-2core/direct-on-1000mbps.json",
+      "--preset",  "scenarios/models/modern-2core.json", "--free", "idle_exit_blocked_us",
+      "--figure",  "service_demand_us_per_kb", "profile:ip", "--no-loo"};
+  const Invocation all = run_cli(base);
+  std::vector<std::string> argv = base;
+  argv.emplace_back("--profile-unlimited-only");
+  const Invocation unlimited_only = run_cli(argv);
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  ASSERT_EQ(unlimited_only.exit_code, 0) << unlimited_only.err;
+  EXPECT_NE(all.out.find("to 2 figures of 1 scenarios"), std::string::npos) << all.out;
+  // A residual row: the scenario's name padded, then the figure (the printed preset's fit
+  // command names it too, after a single space).
+  const std::string row = "direct-on-1000mbps           profile:ip";
+  EXPECT_NE(all.out.find(row), std::string::npos) << all.out;
+  EXPECT_NE(unlimited_only.out.find("to 1 figures of 1 scenarios"), std::string::npos)
+      << unlimited_only.out;
+  EXPECT_EQ(unlimited_only.out.find(row), std::string::npos) << unlimited_only.out;
+}
+
 // calibrate --prior PARAM=FACTOR: a parameter the fit frees, and a width above 1.
 TEST(CalibrateCommand, APriorNamesAFreeParameterAndAWidthAboveOne) {
   const std::vector<std::string> base = {"calibrate", "--scenarios",
@@ -181,8 +205,9 @@ TEST(CalibrateCommand, APriorNamesAFreeParameterAndAWidthAboveOne) {
 
 // CI re-runs the committed fits of the development VM's presets, one per machine it has come up
 // on (modern-2core: PVM; kvm-2core: KVM on AMD; intel-kvm-2core: KVM on Intel): each fitted file
-// must be what its own "fit.command" yields (the service demand and the kernel profile's ip and
-// device groups of its set's two direct rows), to the last digit.
+// must be what its own "fit.command" yields (the service demand of its set's four direct rows,
+// unlimited and at 1000 Mbit/s, and the kernel profile's ip and device groups of the two
+// unlimited ones), to the last digit.
 class CommittedModernFit : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CommittedModernFit, IsReproduced) {
@@ -206,6 +231,8 @@ TEST_P(CommittedModernFit, IsReproduced) {
   *(out + 1) = (tmp.path() / "refit.json").string();
   argv.push_back("--no-loo");
   EXPECT_NE(cmd.find("profile:ip profile:device"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("idle_exit_blocked_us"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("--profile-unlimited-only"), std::string::npos) << cmd;
   const Invocation r = run_cli(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream again(tmp.path() / "refit.json");
