@@ -292,19 +292,24 @@ TEST(IdleWake, ALaterWakeUpReadsMorePerCall) {
 }  // namespace
 // ---- a system call's entry and exit ------------------------------------------------------------
 
+// A cost the preset gives as time: `sym` is priced at `ps` whatever call_scale is, and the 2007
+// preset (a physical machine, its syscall symbols including their entry) prices it at nothing.
+static void expect_time_unscaled(CostPreset p, Sym sym, std::int64_t ps) {
+  EXPECT_EQ(p.model().call_ps[index(sym)], ps);
+  p.set("call_scale", 3.0);
+  EXPECT_EQ(p.model().call_ps[index(sym)], ps) << "scaled by call_scale";
+  const CostModel old = CostPreset::load(kModels + "xeon-2007.json", "xeon-2007.json").model();
+  EXPECT_EQ(old.call_ps[index(sym)], 0);
+}
+
 // cpu.syscall_us: a null system call's time on the machine (skbsim measure's speed probe), charged
 // as entry_SYSCALL_64 once per call, unscaled by call_scale; no preset may give it cycles, and the
 // 2007 presets, whose syscall symbols include their entry, have none.
 TEST(Syscall, ThePresetsTimeReachesTheCostModelUnscaled) {
   CostPreset p = modern();
-  const CostModel m = p.model();
-  EXPECT_EQ(m.syscall_ps, 1050 * 1000);
-  EXPECT_EQ(m.call_ps[index(Sym::kSyscall)], m.syscall_ps);
-  p.set("call_scale", 3.0);
-  EXPECT_EQ(p.model().call_ps[index(Sym::kSyscall)], m.syscall_ps);
-  const CostModel old = CostPreset::load(kModels + "xeon-2007.json", "xeon-2007.json").model();
-  EXPECT_EQ(old.syscall_ps, 0);
-  EXPECT_EQ(old.call_ps[index(Sym::kSyscall)], 0);
+  EXPECT_EQ(p.model().syscall_ps, 1050 * 1000);
+  expect_time_unscaled(p, Sym::kSyscall, 1050 * 1000);
+  EXPECT_EQ(CostPreset::load(kModels + "xeon-2007.json", "xeon-2007.json").model().syscall_ps, 0);
 }
 
 TEST(Syscall, CyclesForTheEntryAreAnErrorNamingTheirPath) {
@@ -396,16 +401,13 @@ TEST(Calibrate, APriorHoldsAParameterTheFiguresLeaveFree) {
 TEST(IdleExit, ThePresetsTimeReachesTheCostModelUnscaled) {
   CostPreset p = modern();
   p.set("idle_exit_blocked_us", 12.5);
-  const CostModel m = p.model();
-  EXPECT_EQ(m.idle_exit_blocked_ps, 12'500'000);
-  EXPECT_EQ(m.call_ps[index(Sym::kIdleExit)], m.idle_exit_blocked_ps);
-  p.set("call_scale", 3.0);
-  EXPECT_EQ(p.model().call_ps[index(Sym::kIdleExit)], m.idle_exit_blocked_ps);
+  EXPECT_EQ(p.model().idle_exit_blocked_ps, 12'500'000);
+  expect_time_unscaled(p, Sym::kIdleExit, 12'500'000);
   EXPECT_EQ(p.to_json(nlohmann::ordered_json::object())["cpu"]["idle_exit_blocked_us"]["value"],
             12.5);
-  const CostModel old = CostPreset::load(kModels + "xeon-2007.json", "xeon-2007.json").model();
-  EXPECT_EQ(old.idle_exit_blocked_ps, 0);
-  EXPECT_EQ(old.call_ps[index(Sym::kIdleExit)], 0);
+  EXPECT_EQ(
+      CostPreset::load(kModels + "xeon-2007.json", "xeon-2007.json").model().idle_exit_blocked_ps,
+      0);
 }
 
 TEST(IdleExit, CyclesForTheExitAreAnErrorNamingTheirPath) {
