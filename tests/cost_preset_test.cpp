@@ -361,19 +361,26 @@ TEST(Syscall, TheEntryDoesNotHoldTheSocket) {
 
 // ---- calibrate's prior ------------------------------------------------------------------------
 
+// A committed measured scenario whose reference is the service demand the model itself gives with
+// `truth`'s costs: what a fit starting elsewhere must recover.
+static Scenario model_made(const char* name, const CostPreset& truth, double duration_s) {
+  Scenario sc = measured(name, truth, duration_s);
+  const RunResult r = run_scenario(sc.spec);
+  Reference ref;
+  ref.source = "the model with the costs to recover";
+  ref.tolerance_pct = 1;
+  ref.host = "M";
+  ref.service_demand_us_per_kb = host_m(r).service_demand_us_per_kb;
+  sc.reference = ref;
+  return sc;
+}
+
 // One service demand cannot say how much of it is ip's: call_scale and group_scale:ip trade off.
 // A prior on the group's scale holds it near its start, and call_scale takes up the difference.
 TEST(Calibrate, APriorHoldsAParameterTheFiguresLeaveFree) {
   CostPreset truth = modern();
   truth.set("call_scale", 1.3);
-  Scenario sc = measured("direct-off-unlimited", truth, 0.02);
-  const RunResult run = run_scenario(sc.spec);
-  Reference ref;
-  ref.source = "the model with call_scale 1.3";
-  ref.tolerance_pct = 1;
-  ref.host = "M";
-  ref.service_demand_us_per_kb = host_m(run).service_demand_us_per_kb;
-  sc.reference = ref;
+  const Scenario sc = model_made("direct-off-unlimited", truth, 0.02);
   const FitResult f =
       fit({sc}, modern(), {"call_scale", "group_scale:ip"}, {{"group_scale:ip", 1.5}});
   EXPECT_LT(std::abs(std::log(f.preset.get("group_scale:ip"))), 0.05);
@@ -455,15 +462,7 @@ TEST(IdleExit, TheFitRecoversItFromThePacedRows) {
   truth.set("idle_exit_blocked_us", 12);
   std::vector<Scenario> scenarios;
   for (const char* name : {"direct-on-1000mbps", "direct-off-1000mbps"}) {
-    Scenario sc = measured(name, truth, 0.03);
-    const RunResult r = run_scenario(sc.spec);
-    Reference ref;
-    ref.source = "the model with idle_exit_blocked_us 12";
-    ref.tolerance_pct = 1;
-    ref.host = "M";
-    ref.service_demand_us_per_kb = host_m(r).service_demand_us_per_kb;
-    sc.reference = ref;
-    scenarios.push_back(std::move(sc));
+    scenarios.push_back(model_made(name, truth, 0.03));
   }
   ASSERT_NE(modern().get("idle_exit_blocked_us"), 12);
   const FitResult f = fit(scenarios, modern(), {"idle_exit_blocked_us"});
