@@ -74,7 +74,8 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
     p.syscall_us_ = valued(*w, 0, 1000);
   }
   if (const auto w = cpu.optional_child("idle_exit_blocked_us")) {
-    p.idle_exit_blocked_us_ = valued(*w, 0, 1000);
+    const ParamBounds b = p.bounds("idle_exit_blocked_us");
+    p.idle_exit_blocked_us_ = valued(*w, b.lo, b.hi);
   }
   const JsonReader calls = root.child("calls");
   calls.reject_unknown_keys({"scale", "group_scales", "default_cycles", "symbols"});

@@ -60,13 +60,13 @@ void Cpu::kick() {
     engine_->at(engine_->now(), [this] {
       kick_pending_ = false;
       if (!running_) {
-        dispatch();
+        dispatch(/*after_halt=*/true);  // not running outside finished(): halted
       }
     });
   }
 }
 
-void Cpu::dispatch() {
+void Cpu::dispatch(bool after_halt) {
   for (auto& q : queues_) {
     if (q.empty()) {
       continue;
@@ -76,13 +76,10 @@ void Cpu::dispatch() {
     running_ = true;
     running_ctx_ = t.ctx;
     Engine& e = *engine_;
-    if (halted_) {
-      halted_ = false;
-      if (e.now_ > idle_since_) {
-        ++idle_exits_;
-        if (charge_after_ >= 0 && e.now_ - idle_since_ > charge_after_) {
-          t.ctx->ledger().record(Work{.sym = Sym::kIdleExit});
-        }
+    if (after_halt && e.now_ > idle_since_) {
+      ++idle_exits_;
+      if (charge_after_ >= 0 && e.now_ - idle_since_ > charge_after_) {
+        t.ctx->ledger().record(Work{.sym = Sym::kIdleExit});
       }
     }
     e.current_ = t.ctx;
@@ -113,7 +110,6 @@ void Cpu::dispatch() {
     return;
   }
   running_ = false;  // reached only when the CPU's last task has finished: it halts now
-  halted_ = true;
   idle_since_ = engine_->now_;
 }
 

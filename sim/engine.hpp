@@ -99,7 +99,9 @@ class Cpu {
  private:
   friend class Engine;
   void kick();  // an idle CPU takes its next task from the event loop
-  void dispatch();
+  // Runs the next task, if any; `after_halt`: the CPU sat halted until now (a kick), rather than
+  // finishing a task this instant.
+  void dispatch(bool after_halt = false);
   void finished();
 
   Engine* engine_;
@@ -114,7 +116,6 @@ class Cpu {
   Time task_end_ = 0;     // when the running task's time ends
   Time idle_since_ = 0;
   Time halt_poll_ps_ = 0;
-  bool halted_ = true;
   Time charge_after_ = -1;
   std::uint64_t idle_exits_ = 0;
 };
