@@ -1426,6 +1426,8 @@ TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
   EXPECT_LE(m["runs"][0]["cpu"]["non_idle_pct"].get<double>(), 100);
   EXPECT_GT(m["runs"][0]["service_demand_us_per_kb"].get<double>(), 0);
   EXPECT_GT(m["runs"][0]["tcp"]["client_out_segs"].get<std::int64_t>(), 0);
+  // Not the machine's default congestion control: one that does not pace, as the model.
+  EXPECT_EQ(m["runs"][0]["tcp_congestion"]["sender"], "cubic");
   EXPECT_FALSE(m["machine"]["kernel"].get<std::string>().empty());
   const auto& act = m["runs"][0]["activity"];
   EXPECT_EQ(act["cpus"].size(), m["machine"]["cpus"].get<std::size_t>());
