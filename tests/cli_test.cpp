@@ -135,6 +135,21 @@ TEST(ValidateCommand, ComparesTracepointCountsPerSegment) {
             "yes");
 }
 
+// A device's bytes per skb are an average over its skbs: where neither the kernel nor the model
+// sends any worth counting (a bridge's own neighbour-discovery frames, a few in millions of
+// segments: M/br0 of the committed bridge set), there is no figure to compare.
+TEST(ValidateCommand, NoBytesPerSkbRowForADeviceWithoutSkbs) {
+  const std::string scenario = "scenarios/measured/vm-2core/bridge-off-unlimited.json";
+  const auto doc = nlohmann::json::parse(slurp(kSource / scenario));
+  const auto& br0 = doc.at("reference").at("per_segment").at("devices").at("M/br0");
+  ASSERT_LT(br0.at("xmit_skbs").get<double>(), 0.0005);
+  ASSERT_GT(br0.at("xmit_linear_bytes_per_skb").get<double>(), 0);  // the fixture's premise
+  const Invocation r = run_cli({"validate", scenario});
+  ASSERT_NE(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.out.find("M/br0 xmit_linear_bytes_per_skb"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("M/c0 xmit_linear_bytes_per_skb"), std::string::npos) << r.out;
+}
+
 // validate holds the model's time by kernel-profile group against the kernel profile's
 // (reference.profile_groups): one row per group the model has symbols in, and the time it has no
 // symbol for (irqs-off stretches, lock spinning, user space) summed in one unjudged row.
