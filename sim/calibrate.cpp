@@ -118,7 +118,7 @@ std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const Cos
 
 FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
               const std::vector<std::string>& free,
-              const std::map<std::string, double>& priors) {
+              const std::map<std::string, double>& priors, const std::vector<double>& starts) {
   FitResult f{start, free, {}, 0, 0, priors, {}};
   const std::size_t n = free.size();
   std::vector<double> x0(n);  // log of each parameter's starting value
@@ -219,11 +219,12 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
   // Several starts, spread in log space, and the lowest minimum: parameters that trade off
   // against each other (call_scale against a group's scale) leave the cost with more than one
   // minimum, and a descent from one start can end in a worse one or at a bound. The starts are
-  // the preset's values and every free parameter halved, then doubled (within its bounds);
-  // the first of equal minima wins, so the fit stays deterministic.
+  // the preset's values and every free parameter halved, then doubled (within its bounds:
+  // kFitStarts, unless the caller names others); the first of equal minima wins, so the fit
+  // stays deterministic, and a descent does not depend on the others.
   double best_cost = std::numeric_limits<double>::infinity();
   std::vector<double> best = x0;
-  for (const double factor : {1.0, 0.5, 2.0}) {
+  for (const double factor : starts) {
     std::vector<double> xs = x0;
     for (std::size_t i = 0; i < n; ++i) {
       xs[i] = std::clamp(x0[i] + std::log(factor), lo[i], hi[i]);
@@ -257,7 +258,8 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
 std::vector<LeaveOneOut> leave_one_out(const std::vector<Scenario>& scenarios,
                                        const CostPreset& start,
                                        const std::vector<std::string>& free,
-                                       const std::map<std::string, double>& priors) {
+                                       const std::map<std::string, double>& priors,
+                                       const std::vector<double>& starts) {
   std::vector<LeaveOneOut> out;
   for (std::size_t i = 0; i < scenarios.size(); ++i) {
     if (!scenarios[i].reference) {
@@ -269,7 +271,7 @@ std::vector<LeaveOneOut> leave_one_out(const std::vector<Scenario>& scenarios,
         rest.push_back(scenarios[k]);
       }
     }
-    const FitResult f = fit(rest, start, free, priors);
+    const FitResult f = fit(rest, start, free, priors, starts);
     out.push_back({scenarios[i].name, evaluate({scenarios[i]}, f.preset)});
   }
   return out;

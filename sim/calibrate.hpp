@@ -59,9 +59,13 @@ std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const Cos
 // conditions a parameter the figures do not pin down alone (a group's scale, which trades off
 // against call_scale), where without it the fit may end in any of several minima of nearly equal
 // error, or at a bound. The fit's rms error is over the figures alone.
+// The descents start from the preset's values times each of `starts` (every free parameter
+// alike, within its bounds); the lowest minimum wins, the first of equal ones.
+inline const std::vector<double> kFitStarts = {1.0, 0.5, 2.0};
 FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
               const std::vector<std::string>& free,
-              const std::map<std::string, double>& priors = {});
+              const std::map<std::string, double>& priors = {},
+              const std::vector<double>& starts = kFitStarts);
 
 struct LeaveOneOut {
   std::string scenario;
@@ -70,7 +74,8 @@ struct LeaveOneOut {
 std::vector<LeaveOneOut> leave_one_out(const std::vector<Scenario>& scenarios,
                                        const CostPreset& start,
                                        const std::vector<std::string>& free,
-                                       const std::map<std::string, double>& priors = {});
+                                       const std::map<std::string, double>& priors = {},
+                                       const std::vector<double>& starts = kFitStarts);
 
 // The "fit" record written into a fitted preset: the command, the free parameters with their
 // values, the residuals.

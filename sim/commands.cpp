@@ -443,7 +443,7 @@ int run_validate(const std::vector<std::string>& args) {
 int run_calibrate(const std::vector<std::string>& args) {
   const std::string usage =
       "skbsim calibrate --scenarios DIR|FILE... --preset PRESET.json [--free PARAM...] "
-      "[--figure NAME...] [--profile-unlimited-only] [--out FILE]";
+      "[--figure NAME...] [--profile-unlimited-only] [--start FACTOR...] [--out FILE]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "scenarios,s", po::value<std::vector<std::string>>()->multitoken(),
@@ -467,7 +467,11 @@ int run_calibrate(const std::vector<std::string>& args) {
       "fixed rate the kernel spreads the cost of leaving idle over every function it runs "
       "next (cold caches), where the model charges it to one symbol (cpu.idle_exit_blocked_us); "
       "the rate-limited references' other figures still count")(
-      "no-loo", "skip the leave-one-out table");
+      "no-loo", "skip the leave-one-out table")(
+      "start", po::value<std::vector<std::string>>()->multitoken(),
+      "FACTOR...: start a descent from the preset's values times each FACTOR, every free "
+      "parameter alike (default: 1 0.5 2); one FACTOR redoes one descent of a fit record's "
+      "\"descents\"");
   po::variables_map vm;
   if (!parse_args(args, visible, visible, {}, vm, usage)) {
     return kExitUsage;
@@ -520,6 +524,17 @@ int run_calibrate(const std::vector<std::string>& args) {
                                "\"");
         }
         priors[param] = factor;
+      }
+    }
+    std::vector<double> starts = kFitStarts;
+    if (vm.count("start") != 0) {
+      starts.clear();
+      for (const std::string& w : vm["start"].as<std::vector<std::string>>()) {
+        const double factor = parse_double(w).value_or(0);
+        if (!(factor >= 0.01 && factor <= 100)) {
+          throw InputError("--start", "", "expected a factor in [0.01, 100], got \"" + w + "\"");
+        }
+        starts.push_back(factor);
       }
     }
     // --figure: the figures left out are dropped from every reference before the fit (a
@@ -588,7 +603,7 @@ int run_calibrate(const std::vector<std::string>& args) {
     if (scenarios.empty()) {
       throw InputError(inputs.front(), "", "expected scenarios with CPU references, got none");
     }
-    const FitResult f = fit(scenarios, start, free, priors);
+    const FitResult f = fit(scenarios, start, free, priors, starts);
     std::cout << "Fitted " << f.free.size() << " parameter(s) to " << f.residuals.size()
               << " figures of " << scenarios.size() << " scenarios in " << f.iterations
               << " iterations; rms error " << fixed(f.rms_pct, 2) << "%\n";
@@ -606,7 +621,7 @@ int run_calibrate(const std::vector<std::string>& args) {
     }
     if (vm.count("no-loo") == 0 && scenarios.size() > 1) {
       std::cout << "\nLeave-one-out (each scenario predicted by a fit of the others):\n";
-      for (const LeaveOneOut& l : leave_one_out(scenarios, start, free, priors)) {
+      for (const LeaveOneOut& l : leave_one_out(scenarios, start, free, priors, starts)) {
         for (const Residual& r : l.predicted) {
           std::cout << std::left << std::setw(38) << r.scenario << std::setw(26) << r.figure
                     << std::right << std::setw(10) << fixed(r.measured, 3) << std::setw(11)
