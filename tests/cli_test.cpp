@@ -203,38 +203,47 @@ TEST(CalibrateCommand, ProfileUnlimitedOnlyLeavesOutAPacedReferencesGroups) {
   EXPECT_EQ(unlimited_only.out.find(row), std::string::npos) << unlimited_only.out;
 }
 
+// A one-scenario calibrate of call_scale, ending in `flag` (its values to follow).
+std::vector<std::string> calibrate_argv(const std::string& flag) {
+  return {"calibrate", "--scenarios", "scenarios/measured/vm-2core/direct-off-unlimited.json",
+          "--preset", "scenarios/models/modern-2core.json", "--free", "call_scale", "--no-loo",
+          flag};
+}
+
+// calibrate_argv(flag) with each of `values` as the flag's value: the invocations, in the order
+// of `values` (run together).
+std::vector<Invocation> calibrate_with_each(const std::string& flag,
+                                            const std::vector<std::string>& values) {
+  std::vector<std::vector<std::string>> argvs;
+  for (const std::string& v : values) {
+    argvs.push_back(calibrate_argv(flag));
+    argvs.back().push_back(v);
+  }
+  return run_batch(SKBSIM_BINARY, kSource, argvs);
+}
+
 // calibrate --prior PARAM=FACTOR: a parameter the fit frees, and a width above 1.
 TEST(CalibrateCommand, APriorNamesAFreeParameterAndAWidthAboveOne) {
-  const std::vector<std::string> base = {"calibrate", "--scenarios",
-                                         "scenarios/measured/vm-2core/direct-off-unlimited.json",
-                                         "--preset", "scenarios/models/modern-2core.json",
-                                         "--free", "call_scale", "--no-loo", "--prior"};
-  for (const char* bad : {"call_scale=1", "call_scale=x", "call_scale", "group_scale:ip=2"}) {
-    std::vector<std::string> argv = base;
-    argv.emplace_back(bad);
-    const Invocation r = run_cli(argv);
-    EXPECT_EQ(r.exit_code, 2) << bad;
-    EXPECT_EQ(r.err.rfind("--prior: expected", 0), 0U) << bad << ": " << r.err;
+  const std::vector<std::string> bad = {"call_scale=1", "call_scale=x", "call_scale",
+                                        "group_scale:ip=2"};
+  const auto runs = calibrate_with_each("--prior", bad);
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    EXPECT_EQ(runs[i].exit_code, 2) << bad[i];
+    EXPECT_EQ(runs[i].err.rfind("--prior: expected", 0), 0U) << bad[i] << ": " << runs[i].err;
   }
 }
 
 // calibrate --start FACTOR...: the descents' starting points, each a factor in [0.01, 100] on
 // every free parameter; one descent per factor, recorded with it.
 TEST(CalibrateCommand, StartNamesTheDescentsFactors) {
-  const std::vector<std::string> base = {"calibrate", "--scenarios",
-                                         "scenarios/measured/vm-2core/direct-off-unlimited.json",
-                                         "--preset", "scenarios/models/modern-2core.json",
-                                         "--free", "call_scale", "--no-loo", "--start"};
-  for (const char* bad : {"0", "x", "-1", "101"}) {
-    std::vector<std::string> argv = base;
-    argv.emplace_back(bad);
-    const Invocation r = run_cli(argv);
-    EXPECT_EQ(r.exit_code, 2) << bad;
-    EXPECT_EQ(r.err, std::string("--start: expected a factor in [0.01, 100], got \"") + bad +
-                         "\"\n")
-        << bad;
+  const std::vector<std::string> bad = {"0", "x", "-1", "101"};
+  const auto runs = calibrate_with_each("--start", bad);
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    EXPECT_EQ(runs[i].exit_code, 2) << bad[i];
+    EXPECT_EQ(runs[i].err, "--start: expected a factor in [0.01, 100], got \"" + bad[i] + "\"\n")
+        << bad[i];
   }
-  std::vector<std::string> argv = base;
+  std::vector<std::string> argv = calibrate_argv("--start");
   argv.insert(argv.end(), {"0.5", "1.5"});
   const Invocation r = run_cli(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
