@@ -207,21 +207,14 @@ OJ validation_json(const Scenario& sc, const RunResult& r) {
   const HostResult* remote = remote_host(sc, r);
   OJ v = OJ::object();
   for (const ReferenceFigure& f : sc.reference->figures()) {
-    const HostResult* h = f.key.rfind("remote_", 0) == 0 ? remote : local;
-    double predicted = 0;
-    if (f.key == "throughput_mbps") {
-      predicted = r.throughput_mbps;
-    } else if (h == nullptr) {
+    const std::optional<double> predicted = predicted_figure(r, local, remote, f.key);
+    if (!predicted) {
       continue;
-    } else if (f.key.find("cpu_util_pct") != std::string::npos) {
-      predicted = h->cpu_util_pct;
-    } else {
-      predicted = h->service_demand_us_per_kb;
     }
     // No error_pct: it follows from these two, and a small move of a prediction near its
     // measurement is a large relative move of its error, which would defeat the tolerance.
     v[f.key] = {{"measured", f.value},
-                {"predicted", round_to(predicted, 4)},
+                {"predicted", round_to(*predicted, 4)},
                 {"tolerance_pct", sc.reference->tolerance_pct}};
   }
   return v;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "sim/kernel_groups.hpp"
+#include "sim/report.hpp"
 #include "sim/run.hpp"
 
 namespace skbsim::sim {
@@ -23,18 +24,15 @@ void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out)
   const Reference& ref = *sc.reference;
   const HostResult* local = host_named(r, ref.host);
   const HostResult* remote = host_named(r, ref.remote_host);
-  auto add = [&](const char* fig, const std::optional<double>& m, const HostResult* h,
-                 double HostResult::*field) {
-    if (m && h != nullptr) {
-      out.push_back({sc.name, fig, *m, h->*field});
+  // Every CPU figure: the throughput is what the load was, not what it cost, and is not fitted.
+  for (const ReferenceFigure& f : ref.figures()) {
+    if (f.key == "throughput_mbps") {
+      continue;
     }
-  };
-  add("cpu_util_pct", ref.cpu_util_pct, local, &HostResult::cpu_util_pct);
-  add("service_demand_us_per_kb", ref.service_demand_us_per_kb, local,
-      &HostResult::service_demand_us_per_kb);
-  add("remote_cpu_util_pct", ref.remote_cpu_util_pct, remote, &HostResult::cpu_util_pct);
-  add("remote_service_demand_us_per_kb", ref.remote_service_demand_us_per_kb, remote,
-      &HostResult::service_demand_us_per_kb);
+    if (const auto p = predicted_figure(r, local, remote, f.key)) {
+      out.push_back({sc.name, f.key, f.value, *p});
+    }
+  }
   // A kernel profile's groups, µs/KB on the local host. A group the kernel spent nothing in has
   // no relative error and is left out.
   if (ref.profile_groups && local != nullptr) {

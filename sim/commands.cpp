@@ -377,24 +377,14 @@ int run_validate(const std::vector<std::string>& args) {
     const auto err = error_pct(r, ref);
     const HostResult* local = local_host(sc, r);
     const HostResult* remote = remote_host(sc, r);
-    auto row = [&](const char* key, const std::optional<double>& m, double predicted) {
-      if (!m || !err.contains(key)) {
-        return;
+    for (const ReferenceFigure& f : ref.figures()) {
+      const std::optional<double> predicted = predicted_figure(r, local, remote, f.key);
+      if (!predicted || !err.contains(f.key)) {
+        continue;
       }
-      const double e = err[key].get<double>();
-      checks.push_back({sc.name, key, fixed(*m, 2), fixed(predicted, 2),
+      const double e = err[f.key].get<double>();
+      checks.push_back({sc.name, f.key, fixed(f.value, 2), fixed(*predicted, 2),
                         (e >= 0 ? "+" : "") + fixed(e, 1) + "%", std::abs(e) <= ref.tolerance_pct});
-    };
-    row("throughput_mbps", ref.throughput_mbps, r.throughput_mbps);
-    if (local != nullptr) {
-      row("cpu_util_pct", ref.cpu_util_pct, local->cpu_util_pct);
-      row("service_demand_us_per_kb", ref.service_demand_us_per_kb,
-          local->service_demand_us_per_kb);
-    }
-    if (remote != nullptr) {
-      row("remote_cpu_util_pct", ref.remote_cpu_util_pct, remote->cpu_util_pct);
-      row("remote_service_demand_us_per_kb", ref.remote_service_demand_us_per_kb,
-          remote->service_demand_us_per_kb);
     }
     profile_checks(sc, r, checks);
     per_segment_checks(sc, r, checks);
@@ -456,7 +446,8 @@ int run_calibrate(const std::vector<std::string>& args) {
       "figure", po::value<std::vector<std::string>>()->multitoken(),
       "the reference figures to fit: cpu_util_pct, service_demand_us_per_kb, "
       "remote_cpu_util_pct, remote_service_demand_us_per_kb (default: all of these a reference "
-      "has), profile:<group> (a group's us/KB in reference.profile_groups; only when named)")(
+      "has), cpu_busy_pct_by_cpu (each CPU's busy share; only when named), profile:<group> (a "
+      "group's us/KB in reference.profile_groups; only when named)")(
       "out,o", po::value<std::string>(), "where to write the fitted preset (default: print it)")(
       "prior", po::value<std::vector<std::string>>()->multitoken(),
       "PARAM=FACTOR: condition the fit with a log-normal prior on a free parameter, centred on "
@@ -557,10 +548,11 @@ int run_calibrate(const std::vector<std::string>& args) {
                                fig + "\"");
         }
         profile_figures.insert(group);
-      } else if (std::find(all_figures.begin(), all_figures.end(), fig) == all_figures.end()) {
+      } else if (std::find(all_figures.begin(), all_figures.end(), fig) == all_figures.end() &&
+                 fig != "cpu_busy_pct_by_cpu") {
         throw InputError("--figure", "", "expected one of cpu_util_pct, service_demand_us_per_kb, "
-                         "remote_cpu_util_pct, remote_service_demand_us_per_kb, profile:<group>, "
-                         "got \"" + fig + "\"");
+                         "remote_cpu_util_pct, remote_service_demand_us_per_kb, "
+                         "cpu_busy_pct_by_cpu, profile:<group>, got \"" + fig + "\"");
       }
     }
     auto keep = [&figures](std::optional<double>& v, const char* name) {
@@ -579,6 +571,9 @@ int run_calibrate(const std::vector<std::string>& args) {
         keep(r.service_demand_us_per_kb, "service_demand_us_per_kb");
         keep(r.remote_cpu_util_pct, "remote_cpu_util_pct");
         keep(r.remote_service_demand_us_per_kb, "remote_service_demand_us_per_kb");
+        if (std::find(figures.begin(), figures.end(), "cpu_busy_pct_by_cpu") == figures.end()) {
+          r.cpu_busy_pct_by_cpu.clear();
+        }
         if (profile_unlimited_only &&
             std::any_of(sc.spec.flows.begin(), sc.spec.flows.end(),
                         [](const FlowSpec& f) { return f.rate_bps != 0; })) {
@@ -596,6 +591,7 @@ int run_calibrate(const std::vector<std::string>& args) {
       if (sc.reference && (sc.reference->cpu_util_pct || sc.reference->service_demand_us_per_kb ||
                            sc.reference->remote_cpu_util_pct ||
                            sc.reference->remote_service_demand_us_per_kb ||
+                           !sc.reference->cpu_busy_pct_by_cpu.empty() ||
                            sc.reference->profile_groups)) {
         scenarios.push_back(std::move(sc));
       }

@@ -925,6 +925,23 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
         rounded(spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median, 3);
     ref["service_demand_us_per_kb"] =
         rounded(spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median, 5);
+    // Each CPU's busy share, the median over the runs (summary.activity.cpus), when every run
+    // has every CPU: where the work ran.
+    ojson by_cpu = ojson::array();
+    for (std::uint32_t cpu = 0; cpu < ctx.machine.cpus; ++cpu) {
+      std::vector<double> busy;
+      for (const RunFigures& f : r.runs) {
+        if (const auto it = f.activity.cpus.find(cpu); it != f.activity.cpus.end()) {
+          busy.push_back(it->second.non_idle_pct);
+        }
+      }
+      if (busy.size() == r.runs.size()) {
+        by_cpu.push_back(rounded(spread(busy).median, 3));
+      }
+    }
+    if (ctx.machine.cpus > 0 && by_cpu.size() == ctx.machine.cpus) {
+      ref["cpu_busy_pct_by_cpu"] = std::move(by_cpu);
+    }
   }
   if (r.trace.counts && r.trace.run && r.trace.run->client_out_segs > 0) {
     // The wake-up counters and the ACKs of the untraced runs (tracing slows the stream and so

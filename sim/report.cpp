@@ -111,37 +111,35 @@ const HostResult* remote_host(const Scenario& sc, const RunResult& r) {
   return nullptr;
 }
 
+std::optional<double> predicted_figure(const RunResult& r, const HostResult* local,
+                                       const HostResult* remote, const std::string& key) {
+  if (key == "throughput_mbps") {
+    return r.throughput_mbps;
+  }
+  const bool is_remote = key.rfind("remote_", 0) == 0;
+  const HostResult* h = is_remote ? remote : local;
+  if (h == nullptr) {
+    return std::nullopt;
+  }
+  if (key.rfind(kCpuBusyFigurePrefix, 0) == 0) {
+    const std::size_t cpu = std::stoul(key.substr(kCpuBusyFigurePrefix.size()));
+    return cpu < h->cpu_busy_pct.size() ? std::optional<double>(h->cpu_busy_pct[cpu])
+                                        : std::nullopt;
+  }
+  if (key.ends_with("cpu_util_pct")) {
+    return h->cpu_util_pct;
+  }
+  return h->service_demand_us_per_kb;
+}
+
 nlohmann::ordered_json error_pct(const RunResult& r, const Reference& ref) {
   nlohmann::ordered_json e = nlohmann::ordered_json::object();
-  auto rel = [](double predicted, double measured) {
-    return round_to(100.0 * (predicted - measured) / measured, 3);
-  };
-  const HostResult* local = nullptr;
-  const HostResult* remote = nullptr;
-  for (const auto& h : r.hosts) {
-    if (h.name == ref.host) {
-      local = &h;
+  const HostResult* local = find_host(r, ref.host);
+  const HostResult* remote = find_host(r, ref.remote_host);
+  for (const ReferenceFigure& f : ref.figures()) {
+    if (const auto p = predicted_figure(r, local, remote, f.key)) {
+      e[f.key] = round_to(100.0 * (*p - f.value) / f.value, 3);
     }
-    if (h.name == ref.remote_host) {
-      remote = &h;
-    }
-  }
-  if (ref.throughput_mbps) {
-    e["throughput_mbps"] = rel(r.throughput_mbps, *ref.throughput_mbps);
-  }
-  if (ref.cpu_util_pct && local != nullptr) {
-    e["cpu_util_pct"] = rel(local->cpu_util_pct, *ref.cpu_util_pct);
-  }
-  if (ref.service_demand_us_per_kb && local != nullptr) {
-    e["service_demand_us_per_kb"] =
-        rel(local->service_demand_us_per_kb, *ref.service_demand_us_per_kb);
-  }
-  if (ref.remote_cpu_util_pct && remote != nullptr) {
-    e["remote_cpu_util_pct"] = rel(remote->cpu_util_pct, *ref.remote_cpu_util_pct);
-  }
-  if (ref.remote_service_demand_us_per_kb && remote != nullptr) {
-    e["remote_service_demand_us_per_kb"] =
-        rel(remote->service_demand_us_per_kb, *ref.remote_service_demand_us_per_kb);
   }
   return e;
 }
@@ -404,6 +402,12 @@ void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const
     }
     if (remote != nullptr) {
       line("remote CPU %", ref.remote_cpu_util_pct, "remote_cpu_util_pct", remote->cpu_util_pct);
+    }
+    for (std::size_t c = 0; local != nullptr && c < ref.cpu_busy_pct_by_cpu.size(); ++c) {
+      const std::string key = std::string(kCpuBusyFigurePrefix) + std::to_string(c);
+      const std::string what = "local CPU " + std::to_string(c) + " busy %";
+      line(what.c_str(), ref.cpu_busy_pct_by_cpu[c], key.c_str(),
+           predicted_figure(r, local, remote, key).value_or(0));
     }
   }
   for (const Hazard& h : r.hazards) {

@@ -20,6 +20,11 @@ struct ReportOptions {
   std::size_t profile_rows = 25;
 };
 
+// The model's value of a reference figure (ReferenceFigure::key): the throughput, the local or
+// remote host's CPU utilisation or service demand, or one local CPU's busy share; nullopt when
+// the run has no such host or CPU.
+std::optional<double> predicted_figure(const RunResult& r, const HostResult* local,
+                                       const HostResult* remote, const std::string& key);
 // Predicted - measured, in percent of measured, for every figure the reference has.
 nlohmann::ordered_json error_pct(const RunResult& r, const Reference& ref);
 // The whole result as JSON (schema 1, docs/results.md). Deterministic: ordered keys, no clocks.

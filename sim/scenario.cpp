@@ -1221,6 +1221,21 @@ class Validator {
     return pg;
   }
 
+  // reference.cpu_busy_pct_by_cpu: one share in [0, 100] per CPU of the host.
+  std::vector<double> read_busy_by_cpu(const JsonReader& r, const std::string& host) {
+    const std::uint32_t cpus = spec().hosts[hosts_.at(host)].cpus;
+    if (!r.node().is_array() || r.node().size() != cpus) {
+      r.fail("expected an array of " + std::to_string(cpus) + " busy shares in [0, 100], one per "
+             "CPU of host " + host + ", got " +
+             (r.node().is_array() ? std::to_string(r.node().size()) + " values" : shown(r.node())));
+    }
+    std::vector<double> out;
+    for (const JsonReader& e : r.array()) {
+      out.push_back(e.number_in(0, 100));
+    }
+    return out;
+  }
+
   Reference read_reference(const JsonReader& r) {
     reject_unknown(r, scenario_keys::kReference);
     Reference ref;
@@ -1239,16 +1254,19 @@ class Validator {
       ref.profile_groups = read_profile_groups(*pg);
     }
     if (ref.figures().empty() && ref.profile_top.empty() && ref.profile_absent.empty() &&
-        !ref.profile_groups) {
+        !ref.profile_groups && !r.has("cpu_busy_pct_by_cpu")) {
       r.fail(
           "expected at least one figure (throughput_mbps, cpu_util_pct, "
           "service_demand_us_per_kb, remote_cpu_util_pct, remote_service_demand_us_per_kb, "
-          "profile_top, profile_absent, profile_groups), got none");
+          "cpu_busy_pct_by_cpu, profile_top, profile_absent, profile_groups), got none");
     }
     ref.host = host_for(
         r, "host",
         {"cpu_util_pct", "service_demand_us_per_kb", "profile_top", "profile_absent",
-         "profile_groups"});
+         "profile_groups", "cpu_busy_pct_by_cpu"});
+    if (auto by_cpu = r.optional_child("cpu_busy_pct_by_cpu")) {
+      ref.cpu_busy_pct_by_cpu = read_busy_by_cpu(*by_cpu, ref.host);
+    }
     ref.remote_host =
         host_for(r, "remote_host", {"remote_cpu_util_pct", "remote_service_demand_us_per_kb"});
     if (!ref.host.empty() && ref.host == ref.remote_host) {
@@ -1466,6 +1484,9 @@ std::vector<ReferenceFigure> Reference::figures() const {
     if (v->has_value()) {
       out.push_back({key, **v});
     }
+  }
+  for (std::size_t i = 0; i < cpu_busy_pct_by_cpu.size(); ++i) {
+    out.push_back({std::string(kCpuBusyFigurePrefix) + std::to_string(i), cpu_busy_pct_by_cpu[i]});
   }
   return out;
 }

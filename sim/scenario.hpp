@@ -31,6 +31,9 @@
 
 namespace skbsim::sim {
 
+// reference.cpu_busy_pct_by_cpu[i] as a figure: "cpu_busy_pct_cpu0", ...
+inline constexpr std::string_view kCpuBusyFigurePrefix = "cpu_busy_pct_cpu";
+
 // One measured figure of the reference block, by its JSON key.
 struct ReferenceFigure {
   std::string key;  // "throughput_mbps", "cpu_util_pct", ...
@@ -75,8 +78,11 @@ struct Reference {
   std::vector<std::string> profile_absent;  // kernel symbols expected not to run at all on `host`
   std::optional<PerSegmentReference> per_segment;
   std::optional<ProfileGroupsReference> profile_groups;
+  // Each CPU of `host`: its non-idle share of the wall time, % (the model's
+  // cpu_busy_pct_by_cpu): where the work ran, which decides what saturates.
+  std::vector<double> cpu_busy_pct_by_cpu;
 
-  // The numeric figures present, in the order above.
+  // The numeric figures present, in the order above; CPU i's busy share as "cpu_busy_pct_cpu<i>".
   std::vector<ReferenceFigure> figures() const;
 };
 
@@ -129,12 +135,13 @@ inline constexpr std::array<std::string_view, 18> kFlow = {
     "recv_size", "reader", "count", "expect", "comment"};
 inline constexpr std::array<std::string_view, 3> kPatches = {"skip_cow_from", "netfilter",
                                                              "comment"};
-inline constexpr std::array<std::string_view, 15> kReference = {
+inline constexpr std::array<std::string_view, 16> kReference = {
     "source",          "tolerance_pct",       "host",
     "throughput_mbps", "cpu_util_pct",        "service_demand_us_per_kb",
     "remote_host",     "remote_cpu_util_pct", "remote_service_demand_us_per_kb",
     "profile_top",     "profile_top_n",       "profile_absent",
-    "per_segment",     "profile_groups",      "comment"};
+    "per_segment",     "profile_groups",      "cpu_busy_pct_by_cpu",
+    "comment"};
 inline constexpr std::array<std::string_view, 5> kProfileGroups = {
     "source", "tolerance_pct", "busy_samples", "us_per_kb", "comment"};
 inline constexpr std::array<std::string_view, 6> kPerSegment = {

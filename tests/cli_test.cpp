@@ -150,6 +150,34 @@ TEST(ValidateCommand, NoBytesPerSkbRowForADeviceWithoutSkbs) {
   EXPECT_NE(r.out.find("M/c0 xmit_linear_bytes_per_skb"), std::string::npos) << r.out;
 }
 
+// validate holds each CPU's busy share against the model's (where the work ran decides what
+// saturates): one row per CPU, the model's figure the run's own cpu_busy_pct_by_cpu.
+TEST(ValidateCommand, ComparesEachCpusBusyShare) {
+  const std::string scenario = "scenarios/measured/intel-kvm-2core/direct-off-unlimited.json";
+  const auto runs = run_batch(SKBSIM_BINARY, kSource,
+                              {{"validate", "--json", scenario}, {"run", scenario, "-f", "json"}});
+  ASSERT_NE(runs[0].exit_code, 2) << runs[0].err;
+  ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
+  const auto by_cpu = nlohmann::json::parse(runs[1].out).at("hosts").at("M").at(
+      "cpu_busy_pct_by_cpu");
+  const auto measured =
+      nlohmann::json::parse(slurp(kSource / scenario)).at("reference").at("cpu_busy_pct_by_cpu");
+  ASSERT_EQ(by_cpu.size(), 2U);
+  int seen = 0;
+  for (const auto& row : nlohmann::json::parse(runs[0].out)) {
+    for (std::size_t c = 0; c < 2; ++c) {
+      if (row.at("figure") == "cpu_busy_pct_cpu" + std::to_string(c)) {
+        ++seen;
+        EXPECT_NEAR(std::stod(row.at("measured").get<std::string>()), measured[c].get<double>(),
+                    0.005);
+        EXPECT_NEAR(std::stod(row.at("predicted").get<std::string>()), by_cpu[c].get<double>(),
+                    0.005);
+      }
+    }
+  }
+  EXPECT_EQ(seen, 2) << runs[0].out;
+}
+
 // validate holds the model's time by kernel-profile group against the kernel profile's
 // (reference.profile_groups): one row per group the model has symbols in, and the time it has no
 // symbol for (irqs-off stretches, lock spinning, user space) summed in one unjudged row.

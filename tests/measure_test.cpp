@@ -772,6 +772,19 @@ TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
   }
 }
 
+// Where the work ran: each CPU's median busy share over the runs, which `skbsim validate` holds
+// against the model's cpu_busy_pct_by_cpu; left out when a run did not read every CPU.
+TEST(MeasureReport, ScenarioReferenceHoldsEachCpusMedianBusyShare) {
+  ConfigResult r = sample_result(Topology::kDirect);
+  r.runs[0].activity.cpus[1].non_idle_pct = 70;  // the medians: 50 and 100 of (70, 100, 100)
+  r.runs[2].activity.cpus[0].non_idle_pct = 40;  // 50 of (50, 50, 40)
+  auto doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
+  EXPECT_EQ(doc["reference"]["cpu_busy_pct_by_cpu"], nlohmann::ordered_json::parse("[50, 100]"));
+  r.runs[1].activity.cpus.erase(1);
+  doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
+  EXPECT_FALSE(doc["reference"].contains("cpu_busy_pct_by_cpu"));
+}
+
 // The machine's skbuff_small_head object size becomes the scenario's kernel_config.max_header,
 // which the model then builds its kernel with; a size no build gives leaves it out.
 TEST(MeasureReport, ScenarioKernelConfigComesFromTheSmallHeadObjectSize) {

@@ -645,6 +645,32 @@ TEST(ScenarioJson, ProfileGroupsReferenceFromAKernelProfile) {
             "got nothing");
 }
 
+// reference.cpu_busy_pct_by_cpu: one busy share per CPU of the reference's host, each a figure
+// `skbsim validate` compares with the model's share of that CPU.
+TEST(ScenarioJson, BusySharesByCpuAreOnePerCpuOfTheHost) {
+  json doc = minimal_6x();
+  doc["reference"] = json::parse(
+      R"({"source": "s", "tolerance_pct": 20, "host": "A", "cpu_busy_pct_by_cpu": [99.3, 74.5]})");
+  const Scenario s = from_json(doc);
+  EXPECT_EQ(s.reference->cpu_busy_pct_by_cpu, (std::vector<double>{99.3, 74.5}));
+  const auto figures = s.reference->figures();
+  ASSERT_EQ(figures.size(), 2U);
+  EXPECT_EQ(figures[1].key, "cpu_busy_pct_cpu1");
+  EXPECT_EQ(figures[1].value, 74.5);
+
+  doc["reference"]["cpu_busy_pct_by_cpu"] = {99.3, 74.5, 10};
+  EXPECT_EQ(from_json_error(doc),
+            "t.json: /reference/cpu_busy_pct_by_cpu: expected an array of 2 busy shares in "
+            "[0, 100], one per CPU of host A, got 3 values");
+  doc["reference"]["cpu_busy_pct_by_cpu"] = {99.3, 101};
+  EXPECT_EQ(from_json_error(doc).substr(0, 42), "t.json: /reference/cpu_busy_pct_by_cpu/1: ");
+  doc["reference"]["cpu_busy_pct_by_cpu"] = {99.3, 74.5};
+  doc["reference"].erase("host");
+  EXPECT_EQ(from_json_error(doc),
+            "t.json: /reference/host: expected key \"host\" (the host cpu_busy_pct_by_cpu is "
+            "for), got nothing");
+}
+
 // ---- the schema document ------------------------------------------------------------------------
 
 template <std::size_t N>
