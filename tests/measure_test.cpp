@@ -923,6 +923,20 @@ TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
   EXPECT_EQ(checked, 90);  // 30 configurations in each of the three sets
 }
 
+TEST(MeasureReport, CommittedBusySharesAreTheirMeasurementsMedians) {
+  using nlohmann::ordered_json;
+  const int checked = for_each_committed([](const ordered_json& sc, const ordered_json& m) {
+    const auto& by_cpu = sc["reference"]["cpu_busy_pct_by_cpu"];
+    ASSERT_EQ(by_cpu.size(), m["machine"]["cpus"].get<std::size_t>());
+    for (std::size_t c = 0; c < by_cpu.size(); ++c) {
+      const auto& busy = m["summary"]["activity"]["cpus"][std::to_string(c)]["non_idle_pct"];
+      EXPECT_EQ(busy["n"], m["runs"].size());
+      EXPECT_EQ(by_cpu[c].get<double>(), busy["median"].get<double>()) << "CPU " << c;
+    }
+  });
+  EXPECT_EQ(checked, 90);
+}
+
 // The ACKs a segment draws depend on when the reader runs, which tracing changes; the reference
 // takes their rate from the untraced runs (the server's TcpOutSegs) and scales the reverse
 // direction's counts (what travels toward the client) to it, keeping the trace's counts per ACK.
