@@ -24,9 +24,10 @@ void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out)
   const Reference& ref = *sc.reference;
   const HostResult* local = host_named(r, ref.host);
   const HostResult* remote = host_named(r, ref.remote_host);
-  // Every CPU figure: the throughput is what the load was, not what it cost, and is not fitted.
+  // Every CPU figure: the throughput is what the load was, not what it cost, and is not fitted;
+  // a figure measured at 0 (a CPU that did nothing) has no relative error.
   for (const ReferenceFigure& f : ref.figures()) {
-    if (f.key == "throughput_mbps") {
+    if (f.key == "throughput_mbps" || f.value == 0) {
       continue;
     }
     if (const auto p = predicted_figure(r, local, remote, f.key)) {

@@ -137,7 +137,8 @@ nlohmann::ordered_json error_pct(const RunResult& r, const Reference& ref) {
   const HostResult* local = find_host(r, ref.host);
   const HostResult* remote = find_host(r, ref.remote_host);
   for (const ReferenceFigure& f : ref.figures()) {
-    if (const auto p = predicted_figure(r, local, remote, f.key)) {
+    // A figure measured at 0 (a CPU that did nothing) has no relative error.
+    if (const auto p = predicted_figure(r, local, remote, f.key); p && f.value != 0) {
       e[f.key] = round_to(100.0 * (*p - f.value) / f.value, 3);
     }
   }
@@ -390,9 +391,13 @@ void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const
         return;
       }
       out << "  " << std::left << std::setw(28) << what << std::right << std::setw(10)
-          << fixed(*m, 2) << "  predicted " << std::setw(10) << fixed(predicted, 2)
-          << "  error " << std::showpos << fixed(err.value(key, 0.0), 1) << std::noshowpos
-          << "%  (tolerance " << fixed(ref.tolerance_pct, 0) << "%)\n";
+          << fixed(*m, 2) << "  predicted " << std::setw(10) << fixed(predicted, 2) << "  error ";
+      if (err.contains(key)) {
+        out << std::showpos << fixed(err[key].get<double>(), 1) << std::noshowpos << "%";
+      } else {
+        out << "-";  // measured 0: no relative error
+      }
+      out << "  (tolerance " << fixed(ref.tolerance_pct, 0) << "%)\n";
     };
     line("throughput 10^6bits/s", ref.throughput_mbps, "throughput_mbps", r.throughput_mbps);
     if (local != nullptr) {

@@ -154,6 +154,22 @@ TEST(Calibration, CommittedFitIsReproduced) {
   }
 }
 
+// error_pct holds each CPU's busy share against the model's; a CPU measured idle (0 %) has no
+// relative error, so it has no entry rather than an infinite one.
+TEST(Report, EachCpusBusyShareHasItsErrorExceptAnIdleOnes) {
+  Reference ref;
+  ref.host = "A";
+  ref.cpu_busy_pct_by_cpu = {50, 0};
+  RunResult r;
+  HostResult h;
+  h.name = "A";
+  h.cpu_busy_pct = {40, 10};
+  r.hosts.push_back(h);
+  const auto e = error_pct(r, ref);
+  EXPECT_DOUBLE_EQ(e.at("cpu_busy_pct_cpu0").get<double>(), -20.0);
+  EXPECT_FALSE(e.contains("cpu_busy_pct_cpu1"));
+}
+
 // Leave-one-out: the skip-cow row predicted from a fit of the other two within 15% of 15.41%.
 TEST(Calibration, SkipCowRowPredictedFromTheOtherTwoWithinFifteenPercent) {
   const std::string models = std::string(SKBSIM_SOURCE_DIR) + "/scenarios/models/";
