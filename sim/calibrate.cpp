@@ -11,19 +11,10 @@
 namespace skbsim::sim {
 namespace {
 
-const HostResult* host_named(const RunResult& r, const std::string& name) {
-  for (const auto& h : r.hosts) {
-    if (h.name == name) {
-      return &h;
-    }
-  }
-  return nullptr;
-}
-
 void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out) {
   const Reference& ref = *sc.reference;
-  const HostResult* local = host_named(r, ref.host);
-  const HostResult* remote = host_named(r, ref.remote_host);
+  const HostResult* local = find_host(r, ref.host);
+  const HostResult* remote = find_host(r, ref.remote_host);
   // Every CPU figure: the throughput is what the load was, not what it cost, and is not fitted;
   // a figure measured at 0 (a CPU that did nothing) has no relative error.
   for (const ReferenceFigure& f : ref.figures()) {

@@ -24,15 +24,6 @@ std::string host_of_ns(const Scenario& sc, const std::string& ns) {
   return {};
 }
 
-const HostResult* find_host(const RunResult& r, const std::string& name) {
-  for (const auto& h : r.hosts) {
-    if (h.name == name) {
-      return &h;
-    }
-  }
-  return nullptr;
-}
-
 struct ProfileRow {
   Sym sym;
   const LedgerCell* cell;
@@ -58,6 +49,15 @@ std::string fixed(double v, int decimals) {
 }
 
 }  // namespace
+
+const HostResult* find_host(const RunResult& r, const std::string& name) {
+  for (const auto& h : r.hosts) {
+    if (h.name == name) {
+      return &h;
+    }
+  }
+  return nullptr;
+}
 
 std::map<std::string, double> device_per_segment(const DevCounters& c, double segments) {
   std::map<std::string, double> out;

@@ -40,6 +40,8 @@ void print_trace(std::ostream& out, const Scenario& sc, const RunResult& r);
 // and the rx_ ones (without rx_segments).
 std::map<std::string, double> device_per_segment(const DevCounters& c, double segments);
 
+// The run's host of that name; null when it has none.
+const HostResult* find_host(const RunResult& r, const std::string& name);
 // The host whose CPU the reference (or, without one, the first flow's sender) describes.
 const HostResult* local_host(const Scenario& sc, const RunResult& r);
 const HostResult* remote_host(const Scenario& sc, const RunResult& r);
