@@ -15,10 +15,8 @@ void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out)
   const Reference& ref = *sc.reference;
   const HostResult* local = find_host(r, ref.host);
   const HostResult* remote = find_host(r, ref.remote_host);
-  // Every CPU figure: the throughput is what the load was, not what it cost, and is not fitted;
-  // a figure measured at 0 (a CPU that did nothing) has no relative error.
   for (const ReferenceFigure& f : ref.figures()) {
-    if (f.key == "throughput_mbps" || f.value == 0) {
+    if (!is_fitted_figure(f)) {
       continue;
     }
     if (const auto p = predicted_figure(r, local, remote, f.key)) {
@@ -91,6 +89,10 @@ std::vector<double> solve(std::vector<std::vector<double>> a, std::vector<double
 }
 
 }  // namespace
+
+bool is_fitted_figure(const ReferenceFigure& f) {
+  return f.key != "throughput_mbps" && f.value != 0;
+}
 
 std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const CostPreset& preset) {
   std::vector<Residual> out;

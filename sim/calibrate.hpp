@@ -50,6 +50,10 @@ struct FitResult {
   std::vector<Descent> descents;           // every start's minimum; the fit is the lowest
 };
 
+// Whether the fit uses a reference figure: a CPU figure, not the throughput (what the load was,
+// not what it cost), and not one measured at 0 (a CPU that did nothing: no relative error).
+bool is_fitted_figure(const ReferenceFigure& f);
+
 // Every figure of every scenario, predicted with `preset` in place of each scenario's own.
 std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const CostPreset& preset);
 // Fits the `free` parameters of `start` to the scenarios' references. A free parameter named in

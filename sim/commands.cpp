@@ -534,9 +534,12 @@ int run_calibrate(const std::vector<std::string>& args) {
     const std::vector<std::string> all_figures = {"cpu_util_pct", "service_demand_us_per_kb",
                                                   "remote_cpu_util_pct",
                                                   "remote_service_demand_us_per_kb"};
+    // Each CPU's busy share is fitted only when named too.
+    constexpr std::string_view kBusyFigures = "cpu_busy_pct_by_cpu";
     const std::vector<std::string> figures = vm.count("figure") != 0
                                                  ? vm["figure"].as<std::vector<std::string>>()
                                                  : all_figures;
+    const std::set<std::string, std::less<>> named(figures.begin(), figures.end());
     std::set<std::string> profile_figures;
     for (const std::string& fig : figures) {
       if (fig.rfind(kProfileFigurePrefix, 0) == 0) {
@@ -549,14 +552,14 @@ int run_calibrate(const std::vector<std::string>& args) {
         }
         profile_figures.insert(group);
       } else if (std::find(all_figures.begin(), all_figures.end(), fig) == all_figures.end() &&
-                 fig != "cpu_busy_pct_by_cpu") {
+                 fig != kBusyFigures) {
         throw InputError("--figure", "", "expected one of cpu_util_pct, service_demand_us_per_kb, "
                          "remote_cpu_util_pct, remote_service_demand_us_per_kb, "
                          "cpu_busy_pct_by_cpu, profile:<group>, got \"" + fig + "\"");
       }
     }
-    auto keep = [&figures](std::optional<double>& v, const char* name) {
-      if (std::find(figures.begin(), figures.end(), name) == figures.end()) {
+    auto keep = [&named](std::optional<double>& v, const char* name) {
+      if (!named.contains(name)) {
         v.reset();
       }
     };
@@ -571,7 +574,7 @@ int run_calibrate(const std::vector<std::string>& args) {
         keep(r.service_demand_us_per_kb, "service_demand_us_per_kb");
         keep(r.remote_cpu_util_pct, "remote_cpu_util_pct");
         keep(r.remote_service_demand_us_per_kb, "remote_service_demand_us_per_kb");
-        if (std::find(figures.begin(), figures.end(), "cpu_busy_pct_by_cpu") == figures.end()) {
+        if (!named.contains(kBusyFigures)) {
           r.cpu_busy_pct_by_cpu.clear();
         }
         if (profile_unlimited_only &&
@@ -588,11 +591,12 @@ int run_calibrate(const std::vector<std::string>& args) {
           }
         }
       }
-      if (sc.reference && (sc.reference->cpu_util_pct || sc.reference->service_demand_us_per_kb ||
-                           sc.reference->remote_cpu_util_pct ||
-                           sc.reference->remote_service_demand_us_per_kb ||
-                           !sc.reference->cpu_busy_pct_by_cpu.empty() ||
-                           sc.reference->profile_groups)) {
+      // What is left to fit: a figure the fit uses, or a profile group.
+      const auto fitted = [](const Reference& r) {
+        const auto figs = r.figures();
+        return r.profile_groups || std::any_of(figs.begin(), figs.end(), is_fitted_figure);
+      };
+      if (sc.reference && fitted(*sc.reference)) {
         scenarios.push_back(std::move(sc));
       }
     }

@@ -432,6 +432,17 @@ auto of_cpu(std::uint32_t cpu, G get) {
   };
 }
 
+// CPU `cpu`'s busy share in each run that read it, %.
+std::vector<double> busy_of_cpu(const std::vector<RunFigures>& runs, std::uint32_t cpu) {
+  std::vector<double> busy;
+  for (const RunFigures& f : runs) {
+    if (const auto it = f.activity.cpus.find(cpu); it != f.activity.cpus.end()) {
+      busy.push_back(it->second.non_idle_pct);
+    }
+  }
+  return busy;
+}
+
 std::optional<std::uint64_t> interrupt_row(const CpuActivity& c, const char* row) {
   const auto it = c.interrupts.find(row);
   return it == c.interrupts.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
@@ -456,13 +467,7 @@ ojson activity_summary_json(const std::vector<RunFigures>& runs) {
   }
   ojson cpus = ojson::object();
   for (std::uint32_t cpu : cpu_ids) {
-    std::vector<double> busy;
-    for (const RunFigures& f : runs) {
-      const auto it = f.activity.cpus.find(cpu);
-      if (it != f.activity.cpus.end()) {
-        busy.push_back(it->second.non_idle_pct);
-      }
-    }
+    const std::vector<double> busy = busy_of_cpu(runs, cpu);
     ojson cs = ojson::object();
     ojson cps = ojson::object();
     add_rates(cs, cps, "net_rx_softirqs", runs,
@@ -929,12 +934,7 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
     // has every CPU: where the work ran.
     ojson by_cpu = ojson::array();
     for (std::uint32_t cpu = 0; cpu < ctx.machine.cpus; ++cpu) {
-      std::vector<double> busy;
-      for (const RunFigures& f : r.runs) {
-        if (const auto it = f.activity.cpus.find(cpu); it != f.activity.cpus.end()) {
-          busy.push_back(it->second.non_idle_pct);
-        }
-      }
+      const std::vector<double> busy = busy_of_cpu(r.runs, cpu);
       if (busy.size() == r.runs.size()) {
         by_cpu.push_back(rounded(spread(busy).median, 3));
       }
