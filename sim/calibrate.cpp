@@ -23,12 +23,12 @@ void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out)
       out.push_back({sc.name, f.key, f.value, *p});
     }
   }
-  // A kernel profile's groups, µs/KB on the local host. A group the kernel spent nothing in has
-  // no relative error and is left out.
+  // A kernel profile's groups, µs/KB on the local host. A group too small for a relative error
+  // (validate compares it absolutely) is left out.
   if (ref.profile_groups && local != nullptr) {
     const std::map<std::string, double> model = group_us_per_kb(*local);
     for (const auto& [group, measured] : ref.profile_groups->us_per_kb) {
-      if (measured > 0) {
+      if (measured >= kProfileGroupRelativeFloorUsPerKb) {
         const auto it = model.find(group);
         out.push_back({sc.name, std::string(kProfileFigurePrefix) + group, measured,
                        it == model.end() ? 0.0 : it->second});

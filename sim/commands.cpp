@@ -306,7 +306,8 @@ void profile_group_checks(const Scenario& sc, const RunResult& r, std::vector<Ch
     const auto it = model.find(group);
     const double predicted = it == model.end() ? 0.0 : it->second;
     checks.push_back(count_check(sc.name, "profile us/KB " + group, measured, predicted,
-                                 ref.profile_groups->tolerance_pct, measured >= 0.02, 3, 0.01));
+                                 ref.profile_groups->tolerance_pct,
+                                 measured >= kProfileGroupRelativeFloorUsPerKb, 3, 0.01));
   }
   if (unmodelled > 0) {
     checks.push_back({sc.name, "profile us/KB not modelled", fixed(unmodelled, 3), "-", "", true});
@@ -579,7 +580,7 @@ int run_calibrate(const std::vector<std::string>& args) {
         }
         if (profile_unlimited_only &&
             std::any_of(sc.spec.flows.begin(), sc.spec.flows.end(),
-                        [](const FlowSpec& f) { return f.rate_bps != 0; })) {
+                        [](const FlowSpec& fl) { return fl.rate_bps != 0; })) {
           r.profile_groups.reset();
         }
         if (r.profile_groups) {

@@ -34,4 +34,9 @@ bool model_has_group(std::string_view group);
 // times the measured service demand). Groups the model spent nothing in are left out.
 std::map<std::string, double> group_us_per_kb(const HostResult& h);
 
+// Below this a kernel profile's group (us/KB) rests on a few dozen samples of a traced run, or on
+// none: too few for a relative error to mean anything. `validate` compares such a group
+// absolutely and `calibrate` leaves it out of a fit.
+inline constexpr double kProfileGroupRelativeFloorUsPerKb = 0.02;
+
 }  // namespace skbsim::sim

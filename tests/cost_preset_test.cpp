@@ -198,6 +198,29 @@ TEST(CalibrationGroups, AGroupScaleIsRecoveredFromItsProfileShare) {
   EXPECT_LT(f.rms_pct, 0.5);
 }
 
+// A profile group under the floor that `validate` compares absolutely (a few dozen samples or
+// none) has no relative error worth fitting: calibrate leaves it out, and keeps the one above.
+TEST(CalibrationGroups, AGroupUnderTheAbsoluteFloorIsNotFitted) {
+  Scenario sc = measured("direct-off-unlimited", modern(), 0.02);
+  const HostResult& h = host_m(run_scenario(sc.spec));
+  Reference ref;
+  ref.source = "the model itself";
+  ref.tolerance_pct = 1;
+  ref.host = "M";
+  ref.service_demand_us_per_kb = h.service_demand_us_per_kb;
+  ProfileGroupsReference pg;
+  pg.source = ref.source;
+  pg.busy_samples = 1000;
+  pg.us_per_kb["ip"] = kProfileGroupRelativeFloorUsPerKb;                // at the floor: fitted
+  pg.us_per_kb["device"] = kProfileGroupRelativeFloorUsPerKb * 0.999;    // under it: left out
+  ref.profile_groups = pg;
+  sc.reference = ref;
+  const FitResult f = fit({sc}, modern(), {"call_scale"});
+  ASSERT_EQ(f.residuals.size(), 2U);
+  EXPECT_EQ(f.residuals[0].figure, "service_demand_us_per_kb");
+  EXPECT_EQ(f.residuals[1].figure, "profile:ip");
+}
+
 // A halted vCPU's wake-up latency (cpu.idle_wake_us, idle_wake_blocked_us, halt_poll_max_us):
 // time, never cost, so the preset carries it in microseconds and the model in picoseconds.
 TEST(IdleWake, ThePresetsLatenciesReachTheCostModel) {
