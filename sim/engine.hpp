@@ -21,6 +21,7 @@
 #include <memory>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "skbsim/ledger.hpp"
@@ -36,6 +37,9 @@ class Cpu;
 
 // Run levels, highest first.
 enum class Level : std::uint8_t { kHardIrq = 0, kSoftIrq = 1, kProcess = 2 };
+constexpr std::string_view level_name(Level l) noexcept {
+  return l == Level::kHardIrq ? "hardirq" : l == Level::kSoftIrq ? "softirq" : "process";
+}
 
 // An execution context: a ledger bound to a CPU at a run level.
 class ExecCtx {

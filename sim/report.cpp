@@ -174,6 +174,14 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
       by_cpu.push_back(round_to(b, 2));
     }
     jh["cpu_busy_pct_by_cpu"] = std::move(by_cpu);
+    J contexts = J::array();
+    for (const ContextShare& c : h.contexts) {
+      contexts.push_back({{"name", c.name},
+                          {"cpu", c.cpu},
+                          {"level", std::string(level_name(c.level))},
+                          {"busy_pct", round_to(c.busy_pct, 2)}});
+    }
+    jh["contexts"] = std::move(contexts);
     jh["service_demand_us_per_kb"] = round_to(h.service_demand_us_per_kb, 4);
     if (r.type == TrafficType::kTcpRr) {
       jh["service_demand_us_per_tr"] = round_to(h.service_demand_us_per_tr, 4);
@@ -279,6 +287,16 @@ void print_profile(std::ostream& out, const Scenario& sc, const RunResult& r, st
       out << " " << fixed(b, 1) << "%";
     }
     out << "), " << r.segments << " data segments\n";
+    // Where that time ran: each context's share of its CPU, as `perf report --sort cpu,comm`.
+    out << "# By context:";
+    const char* sep = " ";
+    for (const ContextShare& c : h.contexts) {
+      if (c.busy_pct > 0) {
+        out << sep << c.name << " (CPU " << c.cpu << ") " << fixed(c.busy_pct, 1) << "%";
+        sep = ", ";
+      }
+    }
+    out << "\n";
     out << "# Overhead       Calls   Calls/seg  Cycles/seg  Symbol\n";
     const double total = static_cast<double>(h.total.cost_ps);
     const double segs = r.segments > 0 ? static_cast<double>(r.segments) : 1.0;

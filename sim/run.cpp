@@ -332,6 +332,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
       Time first = 0;  // busy time of all CPUs
       std::array<LedgerCell, kSymCount> second{};
       std::vector<Time> by_cpu;
+      std::vector<std::pair<const ExecCtx*, std::int64_t>> by_ctx;  // each context's cost so far
     };
     std::vector<HostSnap> snap;
     for (Host* h : net.hosts()) {
@@ -342,13 +343,15 @@ RunResult run_scenario(const ScenarioSpec& spec) {
         by_cpu.push_back(c->busy_ps());
       }
       std::array<LedgerCell, kSymCount> cells{};
-      auto add = [&cells](const ExecCtx& ctx) {
+      std::vector<std::pair<const ExecCtx*, std::int64_t>> by_ctx;
+      auto add = [&cells, &by_ctx](const ExecCtx& ctx) {
         for (std::size_t i = 0; i < kSymCount; ++i) {
           cells[i].add(ctx.ledger().cells()[i]);
         }
+        by_ctx.emplace_back(&ctx, ctx.ledger().total().cost_ps);
       };
       h->for_each_context(add);
-      snap.push_back({busy, cells, std::move(by_cpu)});
+      snap.push_back({busy, cells, std::move(by_cpu), std::move(by_ctx)});
     }
     return snap;
   };
@@ -416,6 +419,14 @@ RunResult run_scenario(const ScenarioSpec& spec) {
       h.cpu_busy_pct.push_back(100.0 *
                                static_cast<double>(snap1[i].by_cpu[c] - snap0[i].by_cpu[c]) /
                                static_cast<double>(dur));
+    }
+    // Contexts made during the window (none so far) would have no earlier snapshot: matched by
+    // position, the earlier list is a prefix of the later.
+    for (std::size_t k = 0; k < snap1[i].by_ctx.size(); ++k) {
+      const auto& [ctx, cost] = snap1[i].by_ctx[k];
+      const std::int64_t before = k < snap0[i].by_ctx.size() ? snap0[i].by_ctx[k].second : 0;
+      h.contexts.push_back({ctx->name(), ctx->cpu().index(), ctx->level(),
+                            100.0 * static_cast<double>(cost - before) / static_cast<double>(dur)});
     }
     for (std::size_t d = 0; d < net.devices().size(); ++d) {
       const Device& dev = *net.devices()[d];

@@ -101,6 +101,18 @@ struct ScenarioSpec {
   std::uint64_t seed = 1;  // recorded in results; the model itself draws no random numbers
 };
 
+// One execution context's share of the window: which CPU, at which level (a process, or a
+// CPU's softirq or scheduler work), and how much of that CPU's time its charged work took.
+struct ContextShare {
+  std::string name;  // the context's name: "softirq/0", "sched/1", the process ("netperf")
+  std::uint32_t cpu = 0;
+  Level level = Level::kProcess;
+  // % of the window on its CPU: the cost charged in the window (a task across the window's edge
+  // counts wholly where it was charged, so the shares of a CPU add up to its busy share within
+  // a task or two).
+  double busy_pct = 0;
+};
+
 struct HostResult {
   std::string name;
   std::uint32_t cpus_counted = 0;
@@ -109,6 +121,7 @@ struct HostResult {
   double service_demand_us_per_tr = 0;  // TCP_RR: busy us per transaction
   Time busy_ps = 0;
   std::vector<double> cpu_busy_pct;  // each CPU's busy share of the window, % (where work ran)
+  std::vector<ContextShare> contexts;  // that busy time by context, in the host's context order
   // What crossed each of the host's devices in the window, by device name ("M/c0").
   std::vector<std::pair<std::string, DevCounters>> devices;
   std::array<LedgerCell, kSymCount> cells{};  // measured window, all contexts of the host
