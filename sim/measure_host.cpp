@@ -249,6 +249,13 @@ Activity activity(const ActivitySnapshot& before, const ActivitySnapshot& after,
         us_per_tick;
     c.non_idle_us = std::max(0.0, wall_s * 1e6 - not_busy);
     c.non_idle_pct = wall_s > 0 ? 100.0 * c.non_idle_us / (wall_s * 1e6) : 0;
+    const auto tick_pct = [&](std::uint64_t ticks) {
+      return wall_s > 0 ? 100.0 * static_cast<double>(ticks) * us_per_tick / (wall_s * 1e6) : 0;
+    };
+    c.user_pct = tick_pct(grown(t0[kUser], t1[kUser]) + grown(t0[kNice], t1[kNice]));
+    c.system_pct = tick_pct(grown(t0[kSystem], t1[kSystem]));
+    c.irq_pct = tick_pct(grown(t0[kIrq], t1[kIrq]));
+    c.softirq_pct = tick_pct(grown(t0[kSoftirq], t1[kSoftirq]));
     if (a.softirqs) {
       c.net_rx_softirqs =
           grown(before.softirqs.at("NET_RX", cpu), after.softirqs.at("NET_RX", cpu));

@@ -81,6 +81,12 @@ struct ActivitySnapshot {
 struct CpuActivity {
   double non_idle_us = 0;   // wall − its idle − iowait − steal (never below 0)
   double non_idle_pct = 0;  // of wall
+  // The tick-sampled fields as % of wall: where the busy time went by level. Ticks, so coarse at
+  // low load on a VM (see CpuUsage); at a saturated CPU they split non_idle_pct.
+  double user_pct = 0;     // user + nice
+  double system_pct = 0;   // system: process context in the kernel (system calls, release_sock)
+  double irq_pct = 0;      // hard interrupts
+  double softirq_pct = 0;  // softirqs, NET_RX's included
   std::uint64_t net_rx_softirqs = 0;
   std::uint64_t net_tx_softirqs = 0;
   std::map<std::string, std::uint64_t> interrupts;  // kRecordedInterrupts that exist

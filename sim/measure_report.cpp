@@ -69,7 +69,12 @@ ojson activity_json(const Activity& a) {
   for (const auto& [cpu, c] : a.cpus) {
     ojson e = {{"cpu", cpu},
                {"non_idle_pct", rounded(c.non_idle_pct, 3)},
-               {"non_idle_us", rounded(c.non_idle_us, 0)}};
+               {"non_idle_us", rounded(c.non_idle_us, 0)},
+               {"ticks_pct",
+                {{"user", rounded(c.user_pct, 3)},
+                 {"system", rounded(c.system_pct, 3)},
+                 {"irq", rounded(c.irq_pct, 3)},
+                 {"softirq", rounded(c.softirq_pct, 3)}}}};
     if (a.softirqs) {
       e["net_rx_softirqs"] = c.net_rx_softirqs;
       e["net_tx_softirqs"] = c.net_tx_softirqs;
@@ -483,8 +488,26 @@ ojson activity_summary_json(const std::vector<RunFigures>& runs) {
                   return interrupt_row(c, row);
                 }));
     }
-    cpus[std::to_string(cpu)] = {
-        {"non_idle_pct", spread_json(busy, 3)}, {"per_segment", cs}, {"per_s", cps}};
+    // Each tick field's share of the wall, the runs' spread (which level the busy time was at).
+    ojson ticks = ojson::object();
+    const std::pair<const char*, double CpuActivity::*> fields[] = {
+        {"user", &CpuActivity::user_pct},
+        {"system", &CpuActivity::system_pct},
+        {"irq", &CpuActivity::irq_pct},
+        {"softirq", &CpuActivity::softirq_pct}};
+    for (const auto& [name, field] : fields) {
+      std::vector<double> v;
+      for (const RunFigures& f : runs) {
+        if (const auto it = f.activity.cpus.find(cpu); it != f.activity.cpus.end()) {
+          v.push_back(it->second.*field);
+        }
+      }
+      ticks[name] = spread_json(v, 3);
+    }
+    cpus[std::to_string(cpu)] = {{"non_idle_pct", spread_json(busy, 3)},
+                                 {"ticks_pct", ticks},
+                                 {"per_segment", cs},
+                                 {"per_s", cps}};
   }
   return {{"per_segment", per_seg}, {"per_s", per_s}, {"cpus", cpus}};
 }

@@ -159,6 +159,11 @@ TEST(MeasureHost, ActivityIsPerCpuDeltasOfWhatExists) {
   // CPU 0: idle +25 ticks, steal +5 ticks at 100 Hz of 1 s: 700000 us busy.
   EXPECT_DOUBLE_EQ(act.cpus.at(0).non_idle_us, 7e5);
   EXPECT_DOUBLE_EQ(act.cpus.at(0).non_idle_pct, 70.0);
+  // Its tick fields by level: user +30, system +15, irq +0, softirq +10 ticks of 100.
+  EXPECT_DOUBLE_EQ(act.cpus.at(0).user_pct, 30.0);
+  EXPECT_DOUBLE_EQ(act.cpus.at(0).system_pct, 15.0);
+  EXPECT_DOUBLE_EQ(act.cpus.at(0).irq_pct, 0.0);
+  EXPECT_DOUBLE_EQ(act.cpus.at(0).softirq_pct, 10.0);
   EXPECT_TRUE(act.softirqs);
   EXPECT_EQ(act.cpus.at(0).net_tx_softirqs, 2U);
   EXPECT_EQ(act.cpus.at(1).net_rx_softirqs, 1000U);
@@ -600,6 +605,10 @@ ConfigResult sample_result(Topology t) {
                           .interrupts = {{"CAL", 10}, {"RES", 0}}};
     f.activity.cpus[1] = {.non_idle_us = 2e6,
                           .non_idle_pct = 100,
+                          .user_pct = 5,
+                          .system_pct = tput / 20,  // 45, 50, 55
+                          .irq_pct = 0,
+                          .softirq_pct = 45,
                           .net_rx_softirqs = 500,
                           .net_tx_softirqs = 0,
                           .interrupts = {{"CAL", 30}, {"RES", 10}}};
@@ -679,7 +688,11 @@ TEST(MeasureReport, RunsAndSummaryHaveTheWakeupAndPlacementCounters) {
   EXPECT_EQ(run["cpus"][1]["cpu"], 1);
   EXPECT_EQ(run["cpus"][1]["net_rx_softirqs"], 500);
   EXPECT_EQ(run["cpus"][1]["interrupts"]["CAL"], 30);
+  EXPECT_EQ(run["cpus"][1]["ticks_pct"]["softirq"], 45.0);
   const auto& sum = j["summary"]["activity"];
+  EXPECT_EQ(sum["cpus"]["1"]["ticks_pct"]["system"]["median"], 50.0);  // of 45, 50, 55
+  EXPECT_EQ(sum["cpus"]["1"]["ticks_pct"]["system"]["min"], 45.0);
+  EXPECT_EQ(sum["cpus"]["1"]["ticks_pct"]["user"]["median"], 5.0);
   EXPECT_EQ(sum["per_segment"]["context_switches"]["median"], 0.1);  // 100 / 1000 segments
   EXPECT_EQ(sum["per_segment"]["ipis"]["median"], 0.05);
   EXPECT_EQ(sum["per_s"]["ipis"]["median"], 25.0);  // 50 over 2 s
