@@ -420,8 +420,8 @@ RunResult run_scenario(const ScenarioSpec& spec) {
                                static_cast<double>(snap1[i].by_cpu[c] - snap0[i].by_cpu[c]) /
                                static_cast<double>(dur));
     }
-    // Contexts made during the window (none so far) would have no earlier snapshot: matched by
-    // position, the earlier list is a prefix of the later.
+    // Each context's cost in the window, matched by position (a host's contexts are only ever
+    // appended; one made during the window, which the model does not do, would count from 0).
     for (std::size_t k = 0; k < snap1[i].by_ctx.size(); ++k) {
       const auto& [ctx, cost] = snap1[i].by_ctx[k];
       const std::int64_t before = k < snap0[i].by_ctx.size() ? snap0[i].by_ctx[k].second : 0;

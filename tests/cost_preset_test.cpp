@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -165,6 +166,23 @@ TEST(CostPresetGroups, AGroupTheModelDoesNotHaveIsAnErrorNamingItsPath) {
   EXPECT_THROW((void)CostPreset::load(file.string(), "p.json"), InputError);  // below 0.05
 }
 
+// A reference made by the model itself: host M's service demand, and the kernel-profile groups
+// given (µs/KB) as if 1000 busy samples had measured them.
+Reference model_reference(const HostResult& h, const std::string& source,
+                          const std::map<std::string, double>& groups) {
+  Reference ref;
+  ref.source = source;
+  ref.tolerance_pct = 1;
+  ref.host = "M";
+  ref.service_demand_us_per_kb = h.service_demand_us_per_kb;
+  ProfileGroupsReference pg;
+  pg.source = source;
+  pg.busy_samples = 1000;
+  pg.us_per_kb = groups;
+  ref.profile_groups = pg;
+  return ref;
+}
+
 // The fit recovers a group scale from the group's µs/KB: references made by the model itself
 // with the ip group at half its cycles, fitted from 1.0 with call_scale free as well (the
 // service demand alone cannot tell the two apart; the profile's ip share can).
@@ -177,17 +195,8 @@ TEST(CalibrationGroups, AGroupScaleIsRecoveredFromItsProfileShare) {
     Scenario sc = measured(name, truth, 0.02);
     const RunResult r = run_scenario(sc.spec);
     const HostResult& h = host_m(r);
-    Reference ref;
-    ref.source = "the model with group_scale:ip 0.5";
-    ref.tolerance_pct = 1;
-    ref.host = "M";
-    ref.service_demand_us_per_kb = h.service_demand_us_per_kb;
-    ProfileGroupsReference pg;
-    pg.source = ref.source;
-    pg.busy_samples = 1000;
-    pg.us_per_kb["ip"] = group_us_per_kb(h).at("ip");
-    ref.profile_groups = pg;
-    sc.reference = ref;
+    sc.reference = model_reference(h, "the model with group_scale:ip 0.5",
+                                   {{"ip", group_us_per_kb(h).at("ip")}});
     scenarios.push_back(std::move(sc));
   }
   const FitResult f = fit(scenarios, modern(), {"call_scale", "group_scale:ip"});
@@ -202,19 +211,11 @@ TEST(CalibrationGroups, AGroupScaleIsRecoveredFromItsProfileShare) {
 // none) has no relative error worth fitting: calibrate leaves it out, and keeps the one above.
 TEST(CalibrationGroups, AGroupUnderTheAbsoluteFloorIsNotFitted) {
   Scenario sc = measured("direct-off-unlimited", modern(), 0.02);
-  const HostResult& h = host_m(run_scenario(sc.spec));
-  Reference ref;
-  ref.source = "the model itself";
-  ref.tolerance_pct = 1;
-  ref.host = "M";
-  ref.service_demand_us_per_kb = h.service_demand_us_per_kb;
-  ProfileGroupsReference pg;
-  pg.source = ref.source;
-  pg.busy_samples = 1000;
-  pg.us_per_kb["ip"] = kProfileGroupRelativeFloorUsPerKb;                // at the floor: fitted
-  pg.us_per_kb["device"] = kProfileGroupRelativeFloorUsPerKb * 0.999;    // under it: left out
-  ref.profile_groups = pg;
-  sc.reference = ref;
+  const RunResult r = run_scenario(sc.spec);
+  sc.reference = model_reference(
+      host_m(r), "the model itself",
+      {{"ip", kProfileGroupRelativeFloorUsPerKb},               // at the floor: fitted
+       {"device", kProfileGroupRelativeFloorUsPerKb * 0.999}});  // under it: left out
   const FitResult f = fit({sc}, modern(), {"call_scale"});
   ASSERT_EQ(f.residuals.size(), 2U);
   EXPECT_EQ(f.residuals[0].figure, "service_demand_us_per_kb");
