@@ -91,7 +91,7 @@ std::vector<double> solve(std::vector<std::vector<double>> a, std::vector<double
 }  // namespace
 
 bool is_fitted_figure(const ReferenceFigure& f) {
-  return f.key != "throughput_mbps" && f.value != 0;
+  return f.key != "throughput_mbps" && f.has_relative_error();
 }
 
 std::vector<Residual> evaluate(const std::vector<Scenario>& scenarios, const CostPreset& preset) {

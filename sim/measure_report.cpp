@@ -64,17 +64,24 @@ ojson interrupts_json(const std::map<std::string, std::uint64_t>& rows) {
   return o;
 }
 
+// A CPU's tick fields as % of the wall (CpuActivity), by the names the files give them.
+constexpr std::pair<const char*, double CpuActivity::*> kTickFields[] = {
+    {"user", &CpuActivity::user_pct},
+    {"system", &CpuActivity::system_pct},
+    {"irq", &CpuActivity::irq_pct},
+    {"softirq", &CpuActivity::softirq_pct}};
+
 ojson activity_json(const Activity& a) {
   ojson cpus = ojson::array();
   for (const auto& [cpu, c] : a.cpus) {
+    ojson ticks = ojson::object();
+    for (const auto& [name, field] : kTickFields) {
+      ticks[name] = rounded(c.*field, 3);
+    }
     ojson e = {{"cpu", cpu},
                {"non_idle_pct", rounded(c.non_idle_pct, 3)},
                {"non_idle_us", rounded(c.non_idle_us, 0)},
-               {"ticks_pct",
-                {{"user", rounded(c.user_pct, 3)},
-                 {"system", rounded(c.system_pct, 3)},
-                 {"irq", rounded(c.irq_pct, 3)},
-                 {"softirq", rounded(c.softirq_pct, 3)}}}};
+               {"ticks_pct", ticks}};
     if (a.softirqs) {
       e["net_rx_softirqs"] = c.net_rx_softirqs;
       e["net_tx_softirqs"] = c.net_tx_softirqs;
@@ -437,15 +444,16 @@ auto of_cpu(std::uint32_t cpu, G get) {
   };
 }
 
-// CPU `cpu`'s busy share in each run that read it, %.
-std::vector<double> busy_of_cpu(const std::vector<RunFigures>& runs, std::uint32_t cpu) {
-  std::vector<double> busy;
+// One figure of CPU `cpu` (its busy share, a tick field) in each run that read the CPU.
+std::vector<double> of_each_run(const std::vector<RunFigures>& runs, std::uint32_t cpu,
+                                double CpuActivity::*field) {
+  std::vector<double> v;
   for (const RunFigures& f : runs) {
     if (const auto it = f.activity.cpus.find(cpu); it != f.activity.cpus.end()) {
-      busy.push_back(it->second.non_idle_pct);
+      v.push_back(it->second.*field);
     }
   }
-  return busy;
+  return v;
 }
 
 std::optional<std::uint64_t> interrupt_row(const CpuActivity& c, const char* row) {
@@ -472,7 +480,6 @@ ojson activity_summary_json(const std::vector<RunFigures>& runs) {
   }
   ojson cpus = ojson::object();
   for (std::uint32_t cpu : cpu_ids) {
-    const std::vector<double> busy = busy_of_cpu(runs, cpu);
     ojson cs = ojson::object();
     ojson cps = ojson::object();
     add_rates(cs, cps, "net_rx_softirqs", runs,
@@ -490,21 +497,11 @@ ojson activity_summary_json(const std::vector<RunFigures>& runs) {
     }
     // Each tick field's share of the wall, the runs' spread (which level the busy time was at).
     ojson ticks = ojson::object();
-    const std::pair<const char*, double CpuActivity::*> fields[] = {
-        {"user", &CpuActivity::user_pct},
-        {"system", &CpuActivity::system_pct},
-        {"irq", &CpuActivity::irq_pct},
-        {"softirq", &CpuActivity::softirq_pct}};
-    for (const auto& [name, field] : fields) {
-      std::vector<double> v;
-      for (const RunFigures& f : runs) {
-        if (const auto it = f.activity.cpus.find(cpu); it != f.activity.cpus.end()) {
-          v.push_back(it->second.*field);
-        }
-      }
-      ticks[name] = spread_json(v, 3);
+    for (const auto& [name, field] : kTickFields) {
+      ticks[name] = spread_json(of_each_run(runs, cpu, field), 3);
     }
-    cpus[std::to_string(cpu)] = {{"non_idle_pct", spread_json(busy, 3)},
+    cpus[std::to_string(cpu)] = {
+        {"non_idle_pct", spread_json(of_each_run(runs, cpu, &CpuActivity::non_idle_pct), 3)},
                                  {"ticks_pct", ticks},
                                  {"per_segment", cs},
                                  {"per_s", cps}};
@@ -957,7 +954,7 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
     // has every CPU: where the work ran.
     ojson by_cpu = ojson::array();
     for (std::uint32_t cpu = 0; cpu < ctx.machine.cpus; ++cpu) {
-      const std::vector<double> busy = busy_of_cpu(r.runs, cpu);
+      const std::vector<double> busy = of_each_run(r.runs, cpu, &CpuActivity::non_idle_pct);
       if (busy.size() == r.runs.size()) {
         by_cpu.push_back(rounded(spread(busy).median, 3));
       }

@@ -137,8 +137,7 @@ nlohmann::ordered_json error_pct(const RunResult& r, const Reference& ref) {
   const HostResult* local = find_host(r, ref.host);
   const HostResult* remote = find_host(r, ref.remote_host);
   for (const ReferenceFigure& f : ref.figures()) {
-    // A figure measured at 0 (a CPU that did nothing) has no relative error.
-    if (const auto p = predicted_figure(r, local, remote, f.key); p && f.value != 0) {
+    if (const auto p = predicted_figure(r, local, remote, f.key); p && f.has_relative_error()) {
       e[f.key] = round_to(100.0 * (*p - f.value) / f.value, 3);
     }
   }
@@ -403,13 +402,15 @@ void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const
     const Reference& ref = *sc.reference;
     const auto err = error_pct(r, ref);
     out << "\nMeasured (" << ref.source << "):\n";
-    auto line = [&](const char* what, const std::optional<double>& m, const char* key,
-                    double predicted) {
-      if (!m) {
+    auto line = [&](const std::string& what, const std::optional<double>& m,
+                    const std::string& key) {
+      const std::optional<double> predicted = predicted_figure(r, local, remote, key);
+      if (!m || !predicted) {
         return;
       }
       out << "  " << std::left << std::setw(28) << what << std::right << std::setw(10)
-          << fixed(*m, 2) << "  predicted " << std::setw(10) << fixed(predicted, 2) << "  error ";
+          << fixed(*m, 2) << "  predicted " << std::setw(10) << fixed(*predicted, 2)
+          << "  error ";
       if (err.contains(key)) {
         out << std::showpos << fixed(err[key].get<double>(), 1) << std::noshowpos << "%";
       } else {
@@ -417,20 +418,13 @@ void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const
       }
       out << "  (tolerance " << fixed(ref.tolerance_pct, 0) << "%)\n";
     };
-    line("throughput 10^6bits/s", ref.throughput_mbps, "throughput_mbps", r.throughput_mbps);
-    if (local != nullptr) {
-      line("local CPU %", ref.cpu_util_pct, "cpu_util_pct", local->cpu_util_pct);
-      line("local service demand us/KB", ref.service_demand_us_per_kb, "service_demand_us_per_kb",
-           local->service_demand_us_per_kb);
-    }
-    if (remote != nullptr) {
-      line("remote CPU %", ref.remote_cpu_util_pct, "remote_cpu_util_pct", remote->cpu_util_pct);
-    }
-    for (std::size_t c = 0; local != nullptr && c < ref.cpu_busy_pct_by_cpu.size(); ++c) {
-      const std::string key = std::string(kCpuBusyFigurePrefix) + std::to_string(c);
-      const std::string what = "local CPU " + std::to_string(c) + " busy %";
-      line(what.c_str(), ref.cpu_busy_pct_by_cpu[c], key.c_str(),
-           predicted_figure(r, local, remote, key).value_or(0));
+    line("throughput 10^6bits/s", ref.throughput_mbps, "throughput_mbps");
+    line("local CPU %", ref.cpu_util_pct, "cpu_util_pct");
+    line("local service demand us/KB", ref.service_demand_us_per_kb, "service_demand_us_per_kb");
+    line("remote CPU %", ref.remote_cpu_util_pct, "remote_cpu_util_pct");
+    for (std::size_t c = 0; c < ref.cpu_busy_pct_by_cpu.size(); ++c) {
+      line("local CPU " + std::to_string(c) + " busy %", ref.cpu_busy_pct_by_cpu[c],
+           std::string(kCpuBusyFigurePrefix) + std::to_string(c));
     }
   }
   for (const Hazard& h : r.hazards) {

@@ -38,6 +38,9 @@ inline constexpr std::string_view kCpuBusyFigurePrefix = "cpu_busy_pct_cpu";
 struct ReferenceFigure {
   std::string key;  // "throughput_mbps", "cpu_util_pct", ...
   double value = 0;
+  // Whether a prediction's error relative to it means anything: not for a figure measured at 0
+  // (a CPU that did nothing).
+  bool has_relative_error() const noexcept { return value != 0; }
 };
 
 // reference.per_segment: event counts per wire segment, counted by tracepoints on a real kernel
