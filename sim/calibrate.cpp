@@ -45,6 +45,15 @@ std::vector<double> residual_vector(const std::vector<Residual>& rs) {
   return v;
 }
 
+// `v` to `digits` significant digits (0 stays 0).
+double significant(double v, int digits) {
+  if (v == 0 || !std::isfinite(v)) {
+    return v;
+  }
+  const double scale = std::pow(10.0, digits - 1 - std::floor(std::log10(std::abs(v))));
+  return std::round(v * scale) / scale;
+}
+
 double sum_sq(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) {
@@ -232,6 +241,7 @@ FitResult fit(const std::vector<Scenario>& scenarios, const CostPreset& start,
     if (c < best_cost) {
       best_cost = c;
       best = xs;
+      f.kept = f.descents.size() - 1;
     }
     if (n == 0) {
       break;
@@ -290,7 +300,9 @@ nlohmann::ordered_json fit_record(const FitResult& f, const std::string& command
   }
   j["free"] = params;
   // Each start's minimum: how far apart the minima are says how firmly the figures fix the
-  // parameters.
+  // parameters. The cost to six significant digits: a close fit's minima differ in the seventh
+  // decimal. Which one was kept is recorded too, since rounded costs may tie where the
+  // unrounded ones did not (the replay in CI redoes that descent).
   nlohmann::ordered_json descents = nlohmann::ordered_json::array();
   for (const Descent& d : f.descents) {
     nlohmann::ordered_json at = nlohmann::ordered_json::object();
@@ -298,9 +310,10 @@ nlohmann::ordered_json fit_record(const FitResult& f, const std::string& command
       at[p] = std::round(d.params.at(p) * 1e6) / 1e6;
     }
     descents.push_back(
-        {{"start", d.start_factor}, {"cost", std::round(d.cost * 1e6) / 1e6}, {"free", at}});
+        {{"start", d.start_factor}, {"cost", significant(d.cost, 6)}, {"free", at}});
   }
   j["descents"] = descents;
+  j["kept_descent"] = f.kept;
   j["iterations"] = f.iterations;
   j["rms_error_pct"] = std::round(f.rms_pct * 1000) / 1000;
   nlohmann::ordered_json res = nlohmann::ordered_json::array();

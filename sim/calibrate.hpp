@@ -48,6 +48,7 @@ struct FitResult {
   int iterations = 0;
   std::map<std::string, double> priors;  // as given to fit()
   std::vector<Descent> descents;           // every start's minimum; the fit is the lowest
+  std::size_t kept = 0;                    // which of them: the first of the lowest
 };
 
 // Whether the fit uses a reference figure: a CPU figure, not the throughput (what the load was,

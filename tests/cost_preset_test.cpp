@@ -423,6 +423,9 @@ TEST(Calibrate, APriorHoldsAParameterTheFiguresLeaveFree) {
   EXPECT_DOUBLE_EQ(lowest->params.at("call_scale"), f.preset.get("call_scale"));
   ASSERT_EQ(rec["descents"].size(), 3U);
   EXPECT_EQ(rec["descents"][2]["start"], 2.0);
+  // the record names the kept one (its rounded cost may tie with another's)
+  EXPECT_EQ(rec["kept_descent"], static_cast<std::size_t>(lowest - f.descents.begin()));
+  EXPECT_EQ(f.kept, static_cast<std::size_t>(lowest - f.descents.begin()));
 }
 
 // ---- leaving the idle loop after a long halt ------------------------------------------------------
