@@ -888,8 +888,14 @@ TEST(MeasureReport, ScenarioReferenceHoldsTheProfileGroupsInMicrosecondsPerKilob
   EXPECT_TRUE(reference_profile_groups(profile, 2.0, "s").is_null());
 }
 
-// Calls `check` with each scenario of every committed measured set (scenarios/measured/*/, one
-// per machine) and its own measurement file; how many there were.
+// The committed measured sets (scenarios/measured/*/, one per machine), 30 configurations each:
+// vm-2core (PVM), kvm-2core (KVM on AMD), intel-kvm-2core and intel-kvm-2core-2600mhz (KVM on
+// two Intel hosts).
+constexpr int kCommittedSets = 4;
+constexpr int kCommittedScenarios = 30 * kCommittedSets;
+
+// Calls `check` with each scenario of every committed measured set and its own measurement file;
+// how many there were.
 int for_each_committed(
     const std::function<void(const nlohmann::ordered_json& scenario,
                              const nlohmann::ordered_json& measurement)>& check) {
@@ -911,7 +917,7 @@ int for_each_committed(
       ++checked;
     }
   }
-  EXPECT_GE(sets, 3);  // vm-2core (PVM), kvm-2core (KVM on AMD), intel-kvm-2core (KVM on Intel)
+  EXPECT_EQ(sets, kCommittedSets);
   return checked;
 }
 
@@ -933,7 +939,7 @@ TEST(MeasureReport, CommittedProfileGroupsAreDerivedFromTheirMeasurements) {
           << it.key();
     }
   });
-  EXPECT_EQ(checked, 90);  // 30 configurations in each of the three sets
+  EXPECT_EQ(checked, kCommittedScenarios);
 }
 
 TEST(MeasureReport, CommittedBusySharesAreTheirMeasurementsMedians) {
@@ -947,7 +953,7 @@ TEST(MeasureReport, CommittedBusySharesAreTheirMeasurementsMedians) {
       EXPECT_EQ(by_cpu[c].get<double>(), busy["median"].get<double>()) << "CPU " << c;
     }
   });
-  EXPECT_EQ(checked, 90);
+  EXPECT_EQ(checked, kCommittedScenarios);
 }
 
 // The ACKs a segment draws depend on when the reader runs, which tracing changes; the reference
@@ -1030,7 +1036,7 @@ TEST(MeasureReport, CommittedAckRowsAreTheUntracedRunsRate) {
           << d.scenario_name;
     }
   });
-  EXPECT_EQ(checked, 90);
+  EXPECT_EQ(checked, kCommittedScenarios);
 }
 
 // iperf3 -b: the scenario's flow is paced the same way (rate_mbps), so all three figures compare.

@@ -4,9 +4,9 @@
 set encoding utf8
 do for [fmt in 'svg png'] {
   if (fmt eq 'svg') {
-    set terminal svg size 8700,724 dynamic noenhanced font 'sans,12' background '#ffffff'
+    set terminal svg size 11100,756 dynamic noenhanced font 'sans,12' background '#ffffff'
   } else {
-    set terminal pngcairo size 8700,724 noenhanced font 'sans,11' background '#ffffff'
+    set terminal pngcairo size 11100,756 noenhanced font 'sans,11' background '#ffffff'
   }
   set output 'breakdown.'.fmt
   set title 'CPU breakdown by kernel symbol group: where each host spends its CPU'
@@ -17,7 +17,7 @@ do for [fmt in 'svg png'] {
   set boxwidth 0.6 relative
   set key outside right top vertical Left reverse noautotitle title 'symbol group'
   set xtics rotate by 40 right nomirror scale 0
-  set lmargin 30
+  set lmargin 36
   set ytics nomirror
   set grid ytics lc rgb '#d0d0d0'
   set yrange [0:112.00]
