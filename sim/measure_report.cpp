@@ -32,6 +32,9 @@ std::string fixed(double v, int d) {
   return s.str();
 }
 
+// A difference in percent with its sign and one decimal: "+18.1%", "-9.9%".
+std::string signed_pct(double v) { return (v >= 0 ? "+" : "") + fixed(v, 1) + "%"; }
+
 double ratio(std::uint64_t num, std::int64_t den) {
   return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
 }
@@ -1445,6 +1448,11 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
   s << std::left << std::setw(28) << "configuration" << std::setw(26) << "figure" << std::right
     << std::setw(12) << "committed" << std::setw(12) << "now" << std::setw(10) << "diff"
     << "  ok\n";
+  // Each figure's differences, in the order first seen, and what went beyond, for the tally.
+  std::vector<std::pair<std::string, std::vector<double>>> by_figure;
+  std::vector<std::string> beyond;
+  int compared = 0;
+  int within = 0;
   for (const ConfigResult& r : results) {
     const std::string name = r.config.name();
     const std::filesystem::path file = dir / (name + ".json");
@@ -1457,6 +1465,7 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
     }
     if (!ref.is_object() || r.runs.empty()) {
       all_within = false;
+      beyond.push_back(name + " (no committed reference)");
       s << std::left << std::setw(28) << name << "no committed reference in " << file.string()
         << "\n";
       continue;
@@ -1476,15 +1485,34 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       const double diff = committed != 0 ? 100.0 * (value - committed) / committed : 0;
       const bool ok = std::abs(diff) <= tolerance_pct;
       all_within = all_within && ok;
+      ++compared;
+      within += ok ? 1 : 0;
+      auto fig = std::find_if(by_figure.begin(), by_figure.end(),
+                              [&](const auto& f) { return f.first == key; });
+      if (fig == by_figure.end()) {
+        fig = by_figure.insert(by_figure.end(), {key, {}});
+      }
+      fig->second.push_back(diff);
+      if (!ok) {
+        beyond.push_back(name + " " + key + " " + signed_pct(diff));
+      }
       s << std::left << std::setw(28) << name << std::setw(26) << key << std::right
         << std::setw(12) << fixed(committed, 4) << std::setw(12) << fixed(value, 4)
-        << std::setw(9) << ((diff >= 0 ? "+" : "") + fixed(diff, 1)) << "%  " << (ok ? "yes" : "NO")
-        << "\n";
+        << std::setw(10) << signed_pct(diff) << "  " << (ok ? "yes" : "NO") << "\n";
     }
+  }
+  // Each figure's spread of differences over the configurations, then the verdict with the
+  // count and what went beyond.
+  for (const auto& [key, d] : by_figure) {
+    const auto [lo, hi] = std::minmax_element(d.begin(), d.end());
+    s << key << ": " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
+      << signed_pct(spread(d).median) << " over " << d.size() << " configuration"
+      << (d.size() == 1 ? "" : "s") << "\n";
   }
   s << (all_within ? "reproduced: every median within " : "NOT reproduced: beyond ")
     << fixed(tolerance_pct, 0) << "% " << (all_within ? "of the committed set" : "somewhere above")
-    << (diffs.empty() ? "" : ", on a different machine") << "\n";
+    << (diffs.empty() ? "" : ", on a different machine") << " (" << within << " of " << compared
+    << " medians within)" << (beyond.empty() ? "" : "; beyond: " + joined(beyond, ", ")) << "\n";
   return s.str();
 }
 

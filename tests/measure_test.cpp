@@ -1065,15 +1065,29 @@ TEST(MeasureReport, CompareHoldsMediansAgainstTheCommittedReferences) {
   std::string text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_TRUE(ok) << text;
   EXPECT_NE(text.find("-9.1%"), std::string::npos) << text;
+  EXPECT_NE(text.find("(3 of 3 medians within)\n"), std::string::npos) << text;
   write(r.config.name(), 1250);  // -20 %: beyond
   text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_FALSE(ok) << text;
   EXPECT_NE(text.find("NOT reproduced"), std::string::npos) << text;
+  // The tally: each figure's spread over the configurations, and what went beyond, by name.
+  EXPECT_NE(text.find("throughput_mbps: -20.0% to -20.0%, median -20.0% over 1 configuration\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cpu_util_pct: +0.0% to +0.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("(2 of 3 medians within); beyond: direct-off-unlimited throughput_mbps "
+                      "-20.0%\n"),
+            std::string::npos)
+      << text;
   ConfigResult other = r;
   other.config.variant = Variant::kOn;  // no committed file for it
-  text = compare_text({other}, tmp.path(), sample_context().machine, 15, ok);
+  text = compare_text({r, other}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_FALSE(ok);
   EXPECT_NE(text.find("no committed reference"), std::string::npos) << text;
+  EXPECT_NE(text.find("beyond: direct-off-unlimited throughput_mbps -20.0%, "
+                      "direct-on-unlimited (no committed reference)"),
+            std::string::npos)
+      << text;
 }
 
 // A committed set belongs to the machine it was measured on. --compare says whether this one is
