@@ -1448,10 +1448,11 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
   s << std::left << std::setw(28) << "configuration" << std::setw(26) << "figure" << std::right
     << std::setw(12) << "committed" << std::setw(12) << "now" << std::setw(10) << "diff"
     << "  ok\n";
-  // Each figure's differences, in the order first seen, and what went beyond, for the tally.
-  std::vector<std::pair<std::string, std::vector<double>>> by_figure;
+  // The figures compared, each one's differences and what went beyond, for the tally.
+  constexpr std::array<const char*, 3> kFigures = {"throughput_mbps", "cpu_util_pct",
+                                                   "service_demand_us_per_kb"};
+  std::array<std::vector<double>, kFigures.size()> by_figure;
   std::vector<std::string> beyond;
-  int compared = 0;
   int within = 0;
   for (const ConfigResult& r : results) {
     const std::string name = r.config.name();
@@ -1470,14 +1471,14 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
         << "\n";
       continue;
     }
-    const std::array<std::pair<const char*, double>, 3> now = {{
-        {"throughput_mbps", spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median},
-        {"cpu_util_pct", spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median},
-        {"service_demand_us_per_kb",
-         spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median},
-    }};
+    const std::array<double, kFigures.size()> now = {
+        spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median,
+        spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median,
+        spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median};
     s << speed_comparison(r, dir / "measurements" / (name + ".json"));
-    for (const auto& [key, value] : now) {
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      const char* key = kFigures[i];
+      const double value = now[i];
       if (!ref.contains(key) || !ref[key].is_number()) {
         continue;
       }
@@ -1485,14 +1486,8 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       const double diff = committed != 0 ? 100.0 * (value - committed) / committed : 0;
       const bool ok = std::abs(diff) <= tolerance_pct;
       all_within = all_within && ok;
-      ++compared;
       within += ok ? 1 : 0;
-      auto fig = std::find_if(by_figure.begin(), by_figure.end(),
-                              [&](const auto& f) { return f.first == key; });
-      if (fig == by_figure.end()) {
-        fig = by_figure.insert(by_figure.end(), {key, {}});
-      }
-      fig->second.push_back(diff);
+      by_figure[i].push_back(diff);
       if (!ok) {
         beyond.push_back(name + " " + key + " " + signed_pct(diff));
       }
@@ -1503,9 +1498,15 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
   }
   // Each figure's spread of differences over the configurations, then the verdict with the
   // count and what went beyond.
-  for (const auto& [key, d] : by_figure) {
+  std::size_t compared = 0;
+  for (std::size_t i = 0; i < by_figure.size(); ++i) {
+    const std::vector<double>& d = by_figure[i];
+    if (d.empty()) {
+      continue;
+    }
+    compared += d.size();
     const auto [lo, hi] = std::minmax_element(d.begin(), d.end());
-    s << key << ": " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
+    s << kFigures[i] << ": " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
       << signed_pct(spread(d).median) << " over " << d.size() << " configuration"
       << (d.size() == 1 ? "" : "s") << "\n";
   }
