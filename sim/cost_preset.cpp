@@ -53,7 +53,7 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "csum_bytes_per_ns",
                            "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us",
                            "idle_wake_blocked_us", "halt_poll_max_us", "syscall_us",
-                           "idle_exit_blocked_us"});
+                           "ipi_send_us", "idle_exit_blocked_us"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
@@ -72,6 +72,9 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   }
   if (const auto w = cpu.optional_child("syscall_us")) {
     p.syscall_us_ = valued(*w, 0, 1000);
+  }
+  if (const auto w = cpu.optional_child("ipi_send_us")) {
+    p.ipi_send_us_ = valued(*w, 0, 1000);
   }
   if (const auto w = cpu.optional_child("idle_exit_blocked_us")) {
     const ParamBounds b = p.bounds("idle_exit_blocked_us");
@@ -113,6 +116,10 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
       s.fail("expected no cycles for tick_nohz_idle_exit: leaving the idle loop after a long "
              "halt is \"cpu\": {\"idle_exit_blocked_us\"}, as time");
     }
+    if (*sym == Sym::kSendIpi && p.ipi_send_us_ > 0) {
+      s.fail("expected no cycles for smp_send_reschedule beside \"cpu\": {\"ipi_send_us\"}, "
+             "which prices sending an IPI as time");
+    }
     s.reject_unknown_keys({"cycles", "source"});
     (void)s.child("source").string();
     p.cycles_[*sym] = s.child("cycles").number_in(0, 1e6);
@@ -139,6 +146,9 @@ CostModel CostPreset::model() const {
   m.halt_poll_max_ps = std::llround(halt_poll_max_us_ * 1e6);
   m.syscall_ps = std::llround(syscall_us_ * 1e6);
   m.call_ps[index(Sym::kSyscall)] = m.syscall_ps;
+  if (ipi_send_us_ > 0) {
+    m.call_ps[index(Sym::kSendIpi)] = std::llround(ipi_send_us_ * 1e6);
+  }
   m.idle_exit_blocked_ps = std::llround(idle_exit_blocked_us_ * 1e6);
   m.call_ps[index(Sym::kIdleExit)] = m.idle_exit_blocked_ps;
   return m;

@@ -345,6 +345,44 @@ TEST(Syscall, CyclesForTheEntryAreAnErrorNamingTheirPath) {
   EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/entry_SYSCALL_64: expected", 0), 0U) << l.error;
 }
 
+// cpu.ipi_send_us: sending an IPI (smp_send_reschedule; on x86 the ICR write in x2apic_send_IPI,
+// which a guest without IPI virtualisation takes as an exit) priced as the time the machine's
+// profile measured, unscaled by call_scale. Without it the symbol keeps its cycles.
+TEST(IpiSend, ThePresetsTimeReplacesTheCyclesUnscaled) {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  const std::int64_t cycles_ps = modern().model().call_ps[index(Sym::kSendIpi)];
+  EXPECT_GT(cycles_ps, 0);
+  EXPECT_LT(cycles_ps, 2'000'000) << "the cycles are a bare-metal IPI's, not a guest's exit";
+  doc["calls"]["symbols"].erase("smp_send_reschedule");
+  doc["cpu"]["ipi_send_us"] = {{"value", 15.4}, {"source", "a profile"}};
+  const Loaded l = load_doc(doc);
+  ASSERT_TRUE(l.preset) << l.error;
+  CostPreset p = *l.preset;
+  EXPECT_EQ(p.model().call_ps[index(Sym::kSendIpi)], 15'400'000);
+  EXPECT_EQ(p.model().call_ps[index(Sym::kIpiInterrupt)],
+            modern().model().call_ps[index(Sym::kIpiInterrupt)])
+      << "the receiving side keeps its cycles";
+  p.set("call_scale", 3.0);
+  EXPECT_EQ(p.model().call_ps[index(Sym::kSendIpi)], 15'400'000) << "scaled by call_scale";
+}
+
+TEST(IpiSend, CyclesBesideTheTimeAreAnErrorNamingTheirPath) {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  doc["cpu"]["ipi_send_us"] = {{"value", 15.4}, {"source", "a profile"}};
+  doc["calls"]["symbols"]["smp_send_reschedule"] = {{"cycles", 1500}, {"source", "a guess"}};
+  const Loaded l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/smp_send_reschedule: expected", 0), 0U)
+      << l.error;
+  doc["cpu"]["ipi_send_us"]["value"] = -1.0;
+  doc["calls"]["symbols"].erase("smp_send_reschedule");
+  const Loaded negative = load_doc(doc);
+  EXPECT_FALSE(negative.preset) << "accepted";
+  EXPECT_EQ(negative.error.rfind("p.json: /cpu/ipi_send_us", 0), 0U) << negative.error;
+}
+
 // Every call the applications make pays one entry and exit: iperf3's write()s, its reader's
 // read()s and select()s. (The entry is a task of its own: a call whose entry falls before the
 // measured window opens, or whose body after it closes, counts on one side only, at most one
