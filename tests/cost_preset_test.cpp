@@ -363,6 +363,12 @@ TEST(IpiSend, ThePresetsTimeReplacesTheCyclesUnscaled) {
   EXPECT_EQ(p.model().call_ps[index(Sym::kIpiInterrupt)],
             modern().model().call_ps[index(Sym::kIpiInterrupt)])
       << "the receiving side keeps its cycles";
+  // Each IPI the run sends (the reader's CPU kicking the sender's, the wake-ups) costs its
+  // sender that time.
+  const RunResult r = run_scenario(measured("direct-off-unlimited", p, 0.02).spec);
+  const LedgerCell& sent = cell(host_m(r), Sym::kSendIpi);
+  ASSERT_GT(sent.calls, 10U);
+  EXPECT_EQ(sent.cost_ps, static_cast<std::int64_t>(sent.calls) * 15'400'000);
   p.set("call_scale", 3.0);
   EXPECT_EQ(p.model().call_ps[index(Sym::kSendIpi)], 15'400'000) << "scaled by call_scale";
 }
