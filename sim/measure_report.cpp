@@ -1429,7 +1429,6 @@ std::filesystem::path resolve_compare_dir(const std::filesystem::path& dir, cons
 
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
                          const Machine& machine, double tolerance_pct, bool& all_within) {
-  all_within = true;
   std::ostringstream s;
   s << "\ncompared with " << dir.string() << " (medians; within " << fixed(tolerance_pct, 0)
     << "% = reproduced)\n";
@@ -1465,7 +1464,6 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       ref = ojson();
     }
     if (!ref.is_object() || r.runs.empty()) {
-      all_within = false;
       beyond.push_back(name + " (no committed reference)");
       s << std::left << std::setw(28) << name << "no committed reference in " << file.string()
         << "\n";
@@ -1485,7 +1483,6 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       const double committed = ref[key].get<double>();
       const double diff = committed != 0 ? 100.0 * (value - committed) / committed : 0;
       const bool ok = std::abs(diff) <= tolerance_pct;
-      all_within = all_within && ok;
       within += ok ? 1 : 0;
       by_figure[i].push_back(diff);
       if (!ok) {
@@ -1510,6 +1507,7 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       << signed_pct(spread(d).median) << " over " << d.size() << " configuration"
       << (d.size() == 1 ? "" : "s") << "\n";
   }
+  all_within = beyond.empty();
   s << (all_within ? "reproduced: every median within " : "NOT reproduced: beyond ")
     << fixed(tolerance_pct, 0) << "% " << (all_within ? "of the committed set" : "somewhere above")
     << (diffs.empty() ? "" : ", on a different machine") << " (" << within << " of " << compared
