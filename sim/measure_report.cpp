@@ -725,11 +725,15 @@ ojson profile_json(const ProfileSamples& samples, const std::optional<RunFigures
 
 namespace {
 
-// trace.wake_latency: the reader's remote wake-ups, sched_waking -> sched_wakeup, by its sleep.
+// trace.wake_latency: the reader's remote wake-ups, sched_waking -> sched_wakeup (mean_us) and
+// -> the switch that runs it (to_running_mean_us, where recorded), by its sleep.
 ojson wake_latency_json(const TraceCounts& c) {
   ojson o = ojson::object();
   for_each_wake_bucket(c, [&o](const WakeBucket& b, const WakeLatency& w) {
     o[b.key] = {{"wakeups", w.count}, {"mean_us", rounded(w.mean_us(), 2)}};
+    if (w.to_running_count != 0) {
+      o[b.key]["to_running_mean_us"] = rounded(w.to_running_mean_us(), 2);
+    }
   });
   return o;
 }
@@ -790,8 +794,9 @@ ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
   }
   if (const ojson w = wake_latency_json(c); !w.empty()) {
     tr["wake_latency"] = {{"source", "bpftrace: sched:sched_waking on the waker's CPU to "
-                                     "sched:sched_wakeup on the reader's, remote wake-ups of the "
-                                     "iperf3 server after a sleep"},
+                                     "sched:sched_wakeup on the reader's (mean_us), and to the "
+                                     "sched:sched_switch that runs it (to_running_mean_us), "
+                                     "remote wake-ups of the iperf3 server after a sleep"},
                           {"by_sleep", w}};
   }
   return tr;
@@ -1273,6 +1278,9 @@ std::string trace_summary(const ConfigResult& r) {
     s << "    reader's wake-up latency (remote, sched_waking -> sched_wakeup):";
     for_each_wake_bucket(c, [&s](const WakeBucket& b, const WakeLatency& w) {
       s << " after " << b.label << " asleep " << fixed(w.mean_us(), 1) << " us (" << w.count << ")";
+      if (w.to_running_count != 0) {
+        s << ", running after " << fixed(w.to_running_mean_us(), 1) << " us";
+      }
     });
     s << "\n";
   }

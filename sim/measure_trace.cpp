@@ -246,9 +246,16 @@ std::string bpftrace_program(const std::vector<std::string>& present,
     // reads in its main thread): from sched_waking on the waker's CPU to sched_wakeup on the
     // reader's, for remote wake-ups after a sleep (a switch-out not in TASK_RUNNING), by how
     // long it slept. A halted vCPU's wake-up goes through the hypervisor, whose polling window
-    // decides how long that takes (docs/measure.md, "Wake-up latency").
+    // decides how long that takes (docs/measure.md, "Wake-up latency"). And, for the same
+    // wake-ups, from sched_waking to the switch that runs the reader (@run_ns): the wake-up's
+    // latency plus what its CPU does before the reader's code (the rest of the IPI, leaving the
+    // idle loop, __schedule).
     p += "tracepoint:sched:sched_switch /args->prev_pid == $1 && args->prev_state != 0/ {\n"
          "  @wk_out = nsecs;\n"
+         "}\n"
+         "tracepoint:sched:sched_switch /args->next_pid == $1 && @run_t != 0/ {\n"
+         "  @run_ns[@run_b] = stats(nsecs - @run_t);\n"
+         "  @run_t = 0;\n"
          "}\n"
          "tracepoint:sched:sched_waking /args->pid == $1/ {\n"
          "  if (@wk_out != 0 && cpu != args->target_cpu) {\n"
@@ -260,11 +267,15 @@ std::string bpftrace_program(const std::vector<std::string>& present,
          "tracepoint:sched:sched_wakeup /args->pid == $1 && @wk_t != 0/ {\n"
          "  if (@wk_slept < " + std::to_string(kWakeSleepShortNs) + ") {\n"
          "    @wake_ns[0] = stats(nsecs - @wk_t);\n"
+         "    @run_b = 0;\n"
          "  } else if (@wk_slept < " + std::to_string(kWakeSleepLongNs) + ") {\n"
          "    @wake_ns[1] = stats(nsecs - @wk_t);\n"
+         "    @run_b = 1;\n"
          "  } else {\n"
          "    @wake_ns[2] = stats(nsecs - @wk_t);\n"
+         "    @run_b = 2;\n"
          "  }\n"
+         "  @run_t = @wk_t;\n"
          "  @wk_t = 0;\n"
          "}\n";
   }
@@ -490,6 +501,11 @@ class TraceReader {
       WakeLatency& w = t_.wake_latency[std::atoi(k1.c_str())];
       w.count += s.count;
       w.total_ns += s.total;
+    } else if (name == "@run_ns") {
+      const Stats s = stats_of(v);
+      WakeLatency& w = t_.wake_latency[std::atoi(k1.c_str())];
+      w.to_running_count += s.count;
+      w.to_running_total_ns += s.total;
     } else if (name == "@kmalloc") {
       alloc("kmalloc", key, stats_of(v));
     } else if (name == "@cache") {

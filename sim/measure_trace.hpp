@@ -116,10 +116,16 @@ struct AllocSite {
 };
 
 struct WakeLatency {
-  std::uint64_t count = 0;
+  std::uint64_t count = 0;     // sched_waking -> sched_wakeup
   std::uint64_t total_ns = 0;
-  double mean_us() const {
-    return count == 0 ? 0 : static_cast<double>(total_ns) / static_cast<double>(count) / 1000;
+  std::uint64_t to_running_count = 0;  // sched_waking -> the sched_switch that runs the reader
+  std::uint64_t to_running_total_ns = 0;
+  double mean_us() const { return mean(total_ns, count); }
+  double to_running_mean_us() const { return mean(to_running_total_ns, to_running_count); }
+
+ private:
+  static double mean(std::uint64_t total, std::uint64_t n) {
+    return n == 0 ? 0 : static_cast<double>(total) / static_cast<double>(n) / 1000;
   }
 };
 
@@ -142,8 +148,8 @@ struct TraceCounts {
   std::vector<AllocSite> alloc_sites;  // sorted, most first
   std::size_t distinct_stacks = 0;
   ProfileSamples profile;  // empty when the program had no profile probe
-  // The reader's remote wake-ups, sched_waking -> sched_wakeup in ns, by how long it had slept:
-  // 0 under kWakeSleepShortNs, 1 under kWakeSleepLongNs, 2 longer.
+  // The reader's remote wake-ups, sched_waking -> sched_wakeup and -> running in ns, by how long
+  // it had slept: 0 under kWakeSleepShortNs, 1 under kWakeSleepLongNs, 2 longer.
   std::map<int, WakeLatency> wake_latency;
 };
 

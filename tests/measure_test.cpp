@@ -333,6 +333,12 @@ TEST(MeasureTrace, ProgramFollowsTheReadersWakeupsWhenTheSchedTracepointsExist) 
   EXPECT_NE(p.find("if (@wk_out != 0 && cpu != args->target_cpu)"), std::string::npos) << p;
   EXPECT_NE(p.find("if (@wk_slept < 50000) {"), std::string::npos) << p;
   EXPECT_NE(p.find("@wake_ns[2] = stats(nsecs - @wk_t);"), std::string::npos) << p;
+  // The same wake-up until the switch that runs the reader, in the bucket of its sleep.
+  EXPECT_NE(p.find("tracepoint:sched:sched_switch /args->next_pid == $1 && @run_t != 0/"),
+            std::string::npos)
+      << p;
+  EXPECT_NE(p.find("@run_ns[@run_b] = stats(nsecs - @run_t);"), std::string::npos) << p;
+  EXPECT_NE(p.find("@run_b = 2;"), std::string::npos) << p;
   const std::string without = bpftrace_program({"sched:sched_switch", "sched:sched_wakeup"},
                                                 "skbm-", {}, "");
   EXPECT_EQ(without.find("@wake_ns"), std::string::npos);
@@ -741,6 +747,9 @@ TEST(MeasureTrace, WakeupLatencyReachesTheMeasurementFile) {
       R"("0": {"count": 4, "average": 9500, "total": 38000}, )"
       R"("2": {"count": 2, "average": 75000, "total": 150000}}}})"
       "\n"
+      R"({"type": "stats", "data": {"@run_ns": {)"
+      R"("2": {"count": 2, "average": 90500, "total": 181000}}}})"
+      "\n"
       R"({"type": "map", "data": {"@wk_out": 0}})"
       "\n";
   const TraceCounts c = parse_bpftrace_output(out, Kallsyms{});
@@ -754,8 +763,11 @@ TEST(MeasureTrace, WakeupLatencyReachesTheMeasurementFile) {
   EXPECT_EQ(w["slept_under_50us"]["wakeups"], 4);
   EXPECT_DOUBLE_EQ(w["slept_under_50us"]["mean_us"].get<double>(), 9.5);
   EXPECT_DOUBLE_EQ(w["slept_200us_or_more"]["mean_us"].get<double>(), 75.0);
+  EXPECT_DOUBLE_EQ(w["slept_200us_or_more"]["to_running_mean_us"].get<double>(), 90.5);
+  EXPECT_FALSE(w["slept_under_50us"].contains("to_running_mean_us"));  // none recorded
   EXPECT_FALSE(w.contains("slept_50_to_200us"));
-  EXPECT_NE(trace_summary(r).find("after < 50 us asleep 9.5 us (4) after >= 200 us asleep 75.0 us"),
+  EXPECT_NE(trace_summary(r).find("after < 50 us asleep 9.5 us (4) after >= 200 us asleep 75.0 us"
+                                  " (2), running after 90.5 us"),
             std::string::npos)
       << trace_summary(r);
 }
