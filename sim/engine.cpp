@@ -79,11 +79,15 @@ void Cpu::dispatch(bool after_halt) {
     if (after_halt && e.now_ > idle_since_) {
       ++idle_exits_;
       if (charge_after_ >= 0 && e.now_ - idle_since_ > charge_after_) {
-        t.ctx->ledger().record(Work{.sym = Sym::kIdleExit});
+        idle_exit_owed_ = true;
       }
     }
     e.current_ = t.ctx;
     t.run();
+    if (idle_exit_owed_ && !t.ctx->switches_in()) {
+      idle_exit_owed_ = false;
+      t.ctx->ledger().record(Work{.sym = Sym::kIdleExit});
+    }
     e.current_ = nullptr;
     const Time cost = t.ctx->ledger().take_pending_ps();
     busy_ps_ += cost;

@@ -54,9 +54,14 @@ class ExecCtx {
   // The host (or other owner) this context belongs to, set by whoever builds it.
   void* owner() const noexcept { return owner_; }
   void set_owner(void* o) noexcept { owner_ = o; }
+  // The scheduler's switch-in on its CPU (the wake-up's IPI, __schedule): it hands the CPU to
+  // the woken task at once, and that task pays for leaving the idle loop (Cpu, below).
+  bool switches_in() const noexcept { return switches_in_; }
+  void set_switches_in(bool v) noexcept { switches_in_ = v; }
 
  private:
   void* owner_ = nullptr;
+  bool switches_in_ = false;
   std::string name_;
   Cpu* cpu_;
   Level level_;
@@ -96,8 +101,12 @@ class Cpu {
   // two events at one instant), since the start.
   std::uint64_t idle_exits() const noexcept { return idle_exits_; }
   // From then on, each exit after a halt longer than `min_halt` records one tick_nohz_idle_exit
-  // call in the ledger of the task that ends the halt, ahead of that task's own work (the preset
-  // prices it: cpu.idle_exit_blocked_us). Negative: none (the default).
+  // call (the preset prices it: cpu.idle_exit_blocked_us) in the ledger of the task that ends
+  // the halt, after that task's own work: its hand-offs keep their place and its end moves by
+  // the price. When the scheduler's switch-in ends the halt, the woken task it hands to pays.
+  // The kernel runs a task woken from a long halt about 5 us after sched_wakeup (docs/measure.md,
+  // "Wake-up latency"): what leaving idle costs beyond that (caches refilled, the tick
+  // restarted) slows what runs next rather than delaying its start. Negative: none (default).
   void charge_idle_exits_after(Time min_halt) noexcept { charge_after_ = min_halt; }
 
  private:
@@ -121,6 +130,7 @@ class Cpu {
   Time idle_since_ = 0;
   Time halt_poll_ps_ = 0;
   Time charge_after_ = -1;
+  bool idle_exit_owed_ = false;  // a long halt ended; the next task not switching in pays
   std::uint64_t idle_exits_ = 0;
 };
 

@@ -135,6 +135,7 @@ Host& Net::add_host(const std::string& name, std::uint32_t cpus, std::uint32_t c
     attach_sink(*h->softnet[i].ctx, *h);
     h->sched.push_back(std::make_unique<ExecCtx>("sched/" + std::to_string(i), *h->cpus[i],
                                                  Level::kProcess, &model_));
+    h->sched.back()->set_switches_in(true);
     attach_sink(*h->sched.back(), *h);
   }
   hosts_.push_back(std::move(h));

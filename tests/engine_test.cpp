@@ -376,10 +376,10 @@ TEST_F(CpuFixture, IdleExitsCountHaltsOfSomeTimeOnly) {
 }
 
 // With charging on, an exit after a halt longer than the threshold records one
-// tick_nohz_idle_exit in the ledger of the task that ends it, ahead of the task's own work: the
-// task's hand-off moves by its price, and the CPU's busy time holds it. A shorter halt is counted
-// and costs nothing.
-TEST_F(CpuFixture, IdleExitAfterALongHaltIsChargedToTheTaskEndingItBeforeItsWork) {
+// tick_nohz_idle_exit in the ledger of the task that ends it, after the task's own work: the
+// task's hand-off keeps its place, its end moves by the price, and the CPU's busy time holds it.
+// A shorter halt is counted and costs nothing.
+TEST_F(CpuFixture, IdleExitAfterALongHaltIsChargedToTheTaskEndingItAfterItsWork) {
   cpu.charge_idle_exits_after(500);
   Time handed = -1;
   engine.at(1000, [&] {  // halted 1000 ps: charged
@@ -390,12 +390,38 @@ TEST_F(CpuFixture, IdleExitAfterALongHaltIsChargedToTheTaskEndingItBeforeItsWork
   });
   engine.at(1600, [&] { cpu.submit(task(soft, "short halt", 1)); });  // halted 300 ps (1300..1600)
   engine.run_until(10'000);
-  EXPECT_EQ(handed, 1300);  // 1000 + the exit's 100 ps + two calls of 100 ps
+  EXPECT_EQ(handed, 1200);  // 1000 + two calls of 100 ps; the exit's 100 ps come after
   EXPECT_EQ(cpu.idle_exits(), 2U);
   EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 1U);
   EXPECT_EQ(soft.ledger().cell(Sym::kIdleExit).calls, 0U);
   EXPECT_EQ(cpu.busy_ps(), 400);
   EXPECT_EQ(proc.ledger().total().cost_ps + soft.ledger().total().cost_ps, cpu.busy_ps());
+}
+
+// A halt ended by the scheduler switching a woken task in: the switch-in (IPI, __schedule)
+// hands over at once and pays nothing for the exit; the woken task pays, after its work, so it
+// starts when the kernel's would (about 5 us after sched_wakeup; docs/measure.md).
+TEST_F(CpuFixture, IdleExitEndedBySwitchingInIsPaidByTheWokenTask) {
+  cpu.charge_idle_exits_after(500);
+  ExecCtx sched{"sched", cpu, Level::kProcess, &model};
+  sched.set_switches_in(true);
+  Time woken_start = -1;
+  engine.at(1000, [&] {
+    cpu.submit({&sched, [&] {
+                  charge(sched, 1);
+                  engine.after_task([&] {
+                    cpu.submit_next({&proc, [&] {
+                                       woken_start = engine.now();
+                                       charge(proc, 1);
+                                     }});
+                  });
+                }});
+  });
+  engine.run_until(10'000);
+  EXPECT_EQ(woken_start, 1100);  // right after the switch-in's one call
+  EXPECT_EQ(sched.ledger().cell(Sym::kIdleExit).calls, 0U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 1U);
+  EXPECT_EQ(cpu.busy_ps(), 300);  // two calls and the exit
 }
 
 TEST(Cpus, EachCpuIsIndependent) {
