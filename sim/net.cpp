@@ -3,6 +3,7 @@
 
 #include "sim/net.hpp"
 
+#include <cmath>
 #include <algorithm>
 #include <cstring>
 
@@ -378,7 +379,7 @@ Time Net::idle_wake_latency(Cpu& cpu) {
   const CostModel& m = model_;
   const Time max = m.halt_poll_max_ps;
   if (max == 0) {
-    return m.idle_wake_ps;
+    return spread_latency(m.idle_wake_ps);
   }
   constexpr Time kGrowStart = 10 * kPsPerUs;
   const Time halted = engine().now() - cpu.idle_since();
@@ -391,7 +392,28 @@ Time Net::idle_wake_latency(Cpu& cpu) {
   } else if (poll < max && halted < max) {
     poll = std::min(max, std::max(kGrowStart, poll * 2));
   }
-  return hit ? m.idle_wake_ps : m.idle_wake_blocked_ps;
+  return spread_latency(hit ? m.idle_wake_ps : m.idle_wake_blocked_ps);
+}
+
+Time Net::spread_latency(Time mean) {
+  const CostModel& m = model_;
+  if (m.idle_wake_spread <= 0 || mean <= 0) {
+    return mean;
+  }
+  // Log-normal with that mean: exp(sigma z - sigma^2 / 2) has mean 1 for z standard normal
+  // (Box-Muller on two draws of a splitmix64 sequence, the same in every run).
+  const auto uniform = [this] {
+    std::uint64_t z = (wake_rng_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31U;
+    return (static_cast<double>(z >> 11U) + 0.5) / 9007199254740992.0;  // (0, 1)
+  };
+  const double u1 = uniform();
+  const double u2 = uniform();
+  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  const double s = m.idle_wake_spread;
+  return std::llround(static_cast<double>(mean) * std::exp(s * z - s * s / 2));
 }
 
 bool Net::rx_csum_known_good(const Skb& skb, std::string_view fn, const std::string& where) {

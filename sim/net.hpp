@@ -245,7 +245,8 @@ class Net {
   Engine& engine() noexcept { return engine_; }
   SkbPool& pool() noexcept { return pool_; }
   const CostModel& cost_model() const noexcept { return model_; }
-  // The latency of waking `cpu`, idle, by an IPI (CostModel::idle_wake_ps); adapts its window.
+  // The latency of waking `cpu`, idle, by an IPI (CostModel::idle_wake_ps, spread by
+  // idle_wake_spread); adapts its window.
   Time idle_wake_latency(Cpu& cpu);
   Patches& patches() noexcept { return patches_; }
 
@@ -353,6 +354,8 @@ class Net {
   void defer_free(ExecCtx& ctx);
   void local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb);
   bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);
+  // `mean`, or with CostModel::idle_wake_spread a log-normal draw of that mean.
+  Time spread_latency(Time mean);
 
   KernelModel kernel_;  // the version's model with the scenario's kernel_config
   CostModel model_;
@@ -364,6 +367,7 @@ class Net {
   std::vector<Hazard> hazards_;
   std::array<std::uint64_t, static_cast<std::size_t>(DropReason::kCount)> drops_{};
   std::uint64_t dropped_payload_ = 0;
+  std::uint64_t wake_rng_ = 0x5eed'0000'0001ULL;  // splitmix64 state: the same draws every run
   std::uint32_t trace_seg_ = 0;  // 0 = none
   std::vector<TraceEntry> trace_;
   std::uint64_t hops_ = 0;

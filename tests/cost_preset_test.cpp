@@ -292,6 +292,67 @@ TEST(IdleWake, TheHostPollsAfterShortHaltsAndStopsAfterLongOnes) {
   EXPECT_EQ(cpu.halt_poll_ps(), 10 * kPsPerUs);
 }
 
+// cpu.idle_wake_spread: each wake-up's latency is a log-normal draw whose mean is the preset's
+// latency and whose logarithm has the preset's standard deviation; the draws are the same in
+// every run, and without the key every wake-up takes the latency exactly.
+TEST(IdleWake, SpreadDrawsALogNormalOfTheLatencysMean) {
+  CostModel m;
+  m.idle_wake_ps = 20 * kPsPerUs;
+  m.idle_wake_spread = 0.4;
+  const auto draws = [&m](std::size_t n) {
+    Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
+    Cpu& cpu = *net.add_host("H", 1, 1).cpus[0];
+    std::vector<Time> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      out.push_back(net.idle_wake_latency(cpu));
+    }
+    return out;
+  };
+  const std::vector<Time> got = draws(20000);
+  double sum = 0;
+  double log_sum = 0;
+  for (Time t : got) {
+    ASSERT_GT(t, 0);
+    sum += static_cast<double>(t);
+    log_sum += std::log(static_cast<double>(t));
+  }
+  const double n = static_cast<double>(got.size());
+  double log_var = 0;
+  for (Time t : got) {
+    log_var += std::pow(std::log(static_cast<double>(t)) - log_sum / n, 2) / n;
+  }
+  EXPECT_NEAR(sum / n / static_cast<double>(m.idle_wake_ps), 1.0, 0.02);
+  EXPECT_NEAR(std::sqrt(log_var), 0.4, 0.01);
+  EXPECT_NE(*std::min_element(got.begin(), got.end()), *std::max_element(got.begin(), got.end()));
+  EXPECT_EQ(draws(100), std::vector<Time>(got.begin(), got.begin() + 100));
+  m.idle_wake_spread = 0;
+  EXPECT_EQ(draws(3), (std::vector<Time>(3, 20 * kPsPerUs)));
+}
+
+TEST(IdleWake, SpreadNeedsALatencyAndAReasonableValue) {
+  const auto modern_doc = [] {
+    nlohmann::ordered_json d = modern().to_json(nlohmann::ordered_json::object());
+    d.erase("fit");
+    return d;
+  };
+  auto doc = modern_doc();
+  doc["cpu"].erase("idle_wake_us");
+  doc["cpu"].erase("idle_wake_blocked_us");
+  doc["cpu"].erase("halt_poll_max_us");
+  doc["cpu"]["idle_wake_spread"] = {{"value", 0.3}, {"source", "a test"}};
+  Loaded l = load_doc(doc);
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_wake_spread: expected \"idle_wake_us\"", 0), 0U)
+      << l.error;
+  doc = modern_doc();
+  doc["cpu"]["idle_wake_spread"] = {{"value", 3}, {"source", "a test"}};
+  l = load_doc(doc);
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_wake_spread", 0), 0U) << l.error;
+  doc["cpu"]["idle_wake_spread"]["value"] = 0.37;
+  l = load_doc(doc);
+  ASSERT_TRUE(l.error.empty()) << l.error;
+  EXPECT_DOUBLE_EQ(l.preset->model().idle_wake_spread, 0.37);
+}
+
 // The wake-up's latency comes between the IPI and the woken task: with it, iperf3's reader finds
 // more queued when it runs, so it reads in fewer, larger calls and sends fewer ACKs.
 TEST(IdleWake, ALaterWakeUpReadsMorePerCall) {

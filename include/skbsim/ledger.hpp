@@ -70,6 +70,10 @@ struct CostModel {
   std::int64_t idle_wake_ps = 0;
   std::int64_t idle_wake_blocked_ps = 0;
   std::int64_t halt_poll_max_ps = 0;
+  // The spread of those latencies: each wake-up's is drawn from a log-normal distribution of
+  // this standard deviation of its logarithm, with the latency above as its mean. 0: every
+  // wake-up takes exactly that.
+  double idle_wake_spread = 0;
   // A system call's entry and exit, measured as time (a null call in a loop), not scaled as
   // cycles are; call_ps[kSyscall] holds it too. 0: the model charges none (the syscall symbols'
   // cycles then include their entry, as the 2007 presets have it).
