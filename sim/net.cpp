@@ -3,8 +3,8 @@
 
 #include "sim/net.hpp"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace skbsim::sim {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# How long this machine takes to run a task woken on a halted CPU, untraced otherwise: runs
+# scripts/wake-latency.bt (bpftrace, sched tracepoints only) around one `skbsim measure --trace
+# off` and prints, for wake-ups after sleeps under 200 us and of 200 us or more, the count, the
+# mean (us), and the standard deviation of the latency's logarithm: what a preset's
+# cpu.idle_wake_us, idle_wake_blocked_us and idle_wake_spread are made from (docs/measure.md,
+# "Wake-up latency"). Root; mounts tracefs for the run if it is not mounted (and unmounts it).
+#
+#   bash scripts/wake-latency.sh OUT_DIR [skbsim measure options...]
+#   e.g. bash scripts/wake-latency.sh /tmp/wl --topology direct --variant off --rate unlimited \
+#          --runs 3 --congestion-control cubic
+#
+# OUT_DIR gets the measurement (its summary.txt has the host's speed: wake_round_trip_us) and
+# wake-latency.txt, bpftrace's histograms. Exit codes: 0 measured; 1 a tool or the run failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: wake-latency.sh OUT_DIR [skbsim measure options...]}
+shift
+skbsim=${SKBSIM:-build/release/sim/skbsim}
+for tool in bpftrace awk "$skbsim"; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "wake-latency: expected $tool (bash scripts/setup.sh; cmake --workflow --preset release)" >&2
+    exit 1
+  fi
+done
+mounted=""
+if ! mountpoint -q /sys/kernel/tracing; then
+  mount -t tracefs nodev /sys/kernel/tracing
+  mounted=yes
+fi
+mkdir -p "$out"
+hist="$out/wake-latency.txt"
+bpftrace scripts/wake-latency.bt 1 >"$hist" 2>"$out/bpftrace.err" &
+bt=$!
+cleanup() {
+  kill -INT "$bt" 2>/dev/null || true
+  wait "$bt" 2>/dev/null || true
+  if [[ -n "$mounted" ]]; then umount /sys/kernel/tracing || true; fi
+}
+trap cleanup EXIT
+# bpftrace prints "Attaching N probes..." once it is attached.
+for _ in $(seq 50); do
+  grep -q "Attaching" "$hist" 2>/dev/null && break
+  sleep 0.2
+done
+"$skbsim" measure --trace off --out "$out/measurement" "$@"
+cleanup
+trap - EXIT
+# Each histogram: count, mean from the ns stats, and sd of ln(latency) over the 3-us bins' middles.
+awk '
+  /^@(short|long):/ { h = substr($1, 2, length($1) - 2); next }
+  /^@(short|long)_ns:/ { k = substr($1, 2, index($1, "_") - 2); n[k] = $3 + 0; tot[k] = $7 + 0; h = ""; next }
+  /^@/ { h = ""; next }
+  h != "" && /^\[/ {
+    lo = substr($1, 2) + 0; c = $3 + 0
+    mid = $2 ~ /\.\.\./ ? 160 : lo + 1.5  # the open last bin: its latencies, 150 us and more
+    cnt[h] += c; s1[h] += c * log(mid); s2[h] += c * log(mid) * log(mid)
+  }
+  END {
+    for (k in n) {
+      if (n[k] == 0 || cnt[k] == 0) continue
+      m = s1[k] / cnt[k]
+      printf "%s sleeps (%s): %d wake-ups, mean %.2f us, sd of ln(latency) %.3f\n",
+             k, k == "short" ? "< 200 us" : ">= 200 us", n[k], tot[k] / n[k] / 1000,
+             sqrt(s2[k] / cnt[k] - m * m)
+    }
+  }' "$hist"
