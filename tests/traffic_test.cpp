@@ -827,7 +827,7 @@ TEST(DeviceCounters, VethOffCarriesSegmentsSkbSegmentSummed) {
 // CPU runs the NET_RX softirq that takes the segments in (veth's netif_rx queues them on the
 // transmitting CPU, no RPS) beside the sender's system calls, and the reader runs on the other.
 TEST(Contexts, BusyTimeByContextAddsUpToEachCpusShare) {
-  const RunResult r = run_scenario(measured_vm("direct-off-unlimited", 0.02, 0.005));
+  const RunResult r = run_scenario(measured_vm("direct-off-unlimited", 0.1, 0.005));
   const HostResult& h = r.hosts.front();
   ASSERT_EQ(h.cpu_busy_pct.size(), 2U);
   std::vector<double> sum(2, 0.0);
@@ -839,9 +839,10 @@ TEST(Contexts, BusyTimeByContextAddsUpToEachCpusShare) {
   }
   // (A context's share is its charged cost, counted when the work is charged; the CPU's busy time
   // is counted as it passes, so a task across an edge of the window counts there in part: they
-  // agree within a few tasks' microseconds, 0.05 % of this 20 ms window being 10 us.)
+  // agree within the longest task at each edge, a 64 KB copy with the exit from a long halt after
+  // it (cpu.idle_exit_blocked_us) about 50 us, 0.1 % of this 100 ms window.)
   for (std::size_t c = 0; c < 2; ++c) {
-    EXPECT_NEAR(sum[c], h.cpu_busy_pct[c], 0.05) << "CPU " << c;
+    EXPECT_NEAR(sum[c], h.cpu_busy_pct[c], 0.1) << "CPU " << c;
   }
   ASSERT_TRUE(by_name.contains("softirq/0"));
   EXPECT_EQ(by_name.at("softirq/0").level, Level::kSoftIrq);
