@@ -53,7 +53,8 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "csum_bytes_per_ns",
                            "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us",
                            "idle_wake_blocked_us", "halt_poll_max_us", "idle_wake_spread",
-                           "syscall_us", "ipi_send_us", "idle_exit_blocked_us"});
+                           "idle_poll_us", "syscall_us", "ipi_send_us",
+                           "idle_exit_blocked_us"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
@@ -76,6 +77,9 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
               "latency), got no latency");
     }
     p.idle_wake_spread_ = valued(*s, 0, 2);
+  }
+  if (const auto w = cpu.optional_child("idle_poll_us")) {
+    p.idle_poll_us_ = valued(*w, 0, 1000);
   }
   if (const auto w = cpu.optional_child("syscall_us")) {
     p.syscall_us_ = valued(*w, 0, 1000);
@@ -152,6 +156,7 @@ CostModel CostPreset::model() const {
   m.idle_wake_blocked_ps = std::llround(idle_wake_blocked_us_ * 1e6);
   m.halt_poll_max_ps = std::llround(halt_poll_max_us_ * 1e6);
   m.idle_wake_spread = idle_wake_spread_;
+  m.idle_poll_ps = std::llround(idle_poll_us_ * 1e6);
   m.syscall_ps = std::llround(syscall_us_ * 1e6);
   m.call_ps[index(Sym::kSyscall)] = m.syscall_ps;
   if (ipi_send_us_ > 0) {

@@ -297,13 +297,20 @@ void Net::defer_free(ExecCtx& ctx) {
   Cpu& to = *host.cpus[skb.alloc_cpu];
   ctx.cpu().submit_next({&here, [this, &here, &to, &sn] {
                            charge(here, Sym::kKickDeferListPurge);
-                           charge(here, Sym::kSendIpi);
+                           // smp_call_function_single_async: no IPI to a CPU still polling in
+                           // its idle loop (set_nr_if_polling), which runs the call from there.
+                           const bool polling = still_polling(to);
+                           if (!polling) {
+                             charge(here, Sym::kSendIpi);
+                           }
                            // A halted vCPU takes the IPI after the preset's wake-up latency.
-                           const Time latency = to.idle() ? idle_wake_latency(to) : 0;
-                           engine().after_task([this, &to, &sn, latency] {
-                             engine().at(engine().now() + latency, [this, &to, &sn] {
-                               to.submit({sn.ctx.get(), [this, &to, &sn] {
-                                            charge(*sn.ctx, Sym::kIpiInterrupt);
+                           const Time latency = to.idle() && !polling ? idle_wake_latency(to) : 0;
+                           engine().after_task([this, &to, &sn, latency, polling] {
+                             engine().at(engine().now() + latency, [this, &to, &sn, polling] {
+                               to.submit({sn.ctx.get(), [this, &to, &sn, polling] {
+                                            if (!polling) {
+                                              charge(*sn.ctx, Sym::kIpiInterrupt);
+                                            }
                                             sn.defer_ipi_scheduled = false;
                                             raise_net_rx(to, sn);
                                           }});
@@ -340,7 +347,9 @@ DevCounters::Side DevCounters::Side::since(const Side& earlier) const noexcept {
 
 void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   charge(from, Sym::kScheduleWakeup);
-  const bool ipi = &from.cpu() != &to.cpu() && to.cpu().idle();
+  // ttwu_queue_wakelist -> send_call_function_single_ipi: no IPI to a CPU still polling in its
+  // idle loop (set_nr_if_polling; sched:sched_wake_idle_without_ipi), which runs the task at once.
+  const bool ipi = &from.cpu() != &to.cpu() && to.cpu().idle() && !still_polling(to.cpu());
   if (ipi) {
     charge(from, Sym::kSendIpi);
   }
@@ -393,6 +402,10 @@ Time Net::idle_wake_latency(Cpu& cpu) {
     poll = std::min(max, std::max(kGrowStart, poll * 2));
   }
   return spread_latency(hit ? m.idle_wake_ps : m.idle_wake_blocked_ps);
+}
+
+bool Net::still_polling(const Cpu& cpu) const {
+  return cpu.idle() && engine_.now() - cpu.idle_since() < model_.idle_poll_ps;
 }
 
 Time Net::spread_latency(Time mean) {

@@ -356,6 +356,9 @@ class Net {
   bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);
   // `mean`, or with CostModel::idle_wake_spread a log-normal draw of that mean.
   Time spread_latency(Time mean);
+  // Whether `cpu` went idle so recently that it still polls (CostModel::idle_poll_ps): what is
+  // aimed at it needs no IPI.
+  bool still_polling(const Cpu& cpu) const;
 
   KernelModel kernel_;  // the version's model with the scenario's kernel_config
   CostModel model_;

@@ -434,6 +434,51 @@ TEST(IpiSend, ThePresetsTimeReplacesTheCyclesUnscaled) {
   EXPECT_EQ(p.model().call_ps[index(Sym::kSendIpi)], 15'400'000) << "scaled by call_scale";
 }
 
+// cpu.idle_poll_us: a CPU that went idle less than that ago still polls (TIF_POLLING_NRFLAG):
+// a remote wake-up sets need_resched without an IPI (set_nr_if_polling) and the woken task runs
+// at once; later, the wake-up sends an IPI and waits out the halted vCPU's latency.
+TEST(IdlePoll, AWakeUpWhileTheCpuStillPollsSendsNoIpi) {
+  CostModel m;
+  m.idle_wake_ps = 20 * kPsPerUs;
+  m.idle_poll_ps = 10 * kPsPerUs;
+  const auto wake_at = [&m](Time at) {
+    Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
+    Host& h = net.add_host("H", 2, 2);
+    ExecCtx& waker = net.add_context(h, "waker", 0, Level::kProcess);
+    ExecCtx& reader = net.add_context(h, "reader", 1, Level::kProcess);
+    Time ran = -1;
+    net.engine().at(at, [&] {
+      h.cpus[0]->submit({&waker, [&] {
+                           net.wake_process(waker, reader, [&] { ran = net.engine().now(); });
+                         }});
+    });
+    net.engine().run_until(at + 100 * kPsPerUs);
+    return std::pair{ran - at, waker.ledger().cell(Sym::kSendIpi).calls};
+  };
+  const auto [soon, soon_ipis] = wake_at(5 * kPsPerUs);  // CPU 1 idle since 0: still polling
+  EXPECT_EQ(soon_ipis, 0U);
+  EXPECT_GE(soon, 0);
+  EXPECT_LT(soon, 2 * kPsPerUs);
+  const auto [late, late_ipis] = wake_at(50 * kPsPerUs);  // halted by then
+  EXPECT_EQ(late_ipis, 1U);
+  EXPECT_GE(late, 20 * kPsPerUs);
+  m.idle_poll_ps = 0;
+  EXPECT_EQ(wake_at(5 * kPsPerUs).second, 1U) << "without the key, every wake-up sends one";
+}
+
+TEST(IdlePoll, ThePresetsWindowReachesTheModelAndIsBounded) {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  doc["cpu"]["idle_poll_us"] = {{"value", 7.4}, {"source", "a measurement"}};
+  Loaded l = load_doc(doc);
+  ASSERT_TRUE(l.preset) << l.error;
+  EXPECT_EQ(l.preset->model().idle_poll_ps, 7'400'000);
+  doc["cpu"]["idle_poll_us"]["value"] = -1;
+  l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_poll_us", 0), 0U) << l.error;
+}
+
 TEST(IpiSend, CyclesBesideTheTimeAreAnErrorNamingTheirPath) {
   nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
   doc.erase("fit");
