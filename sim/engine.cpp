@@ -82,12 +82,11 @@ void Cpu::dispatch(bool after_halt) {
         idle_exit_owed_ = true;
       }
     }
+    if (idle_exit_owed_ && exit_ctx_ == nullptr && !t.ctx->switches_in()) {
+      exit_ctx_ = t.ctx;  // the first task the halt's end runs pays, once the CPU has no more
+    }
     e.current_ = t.ctx;
     t.run();
-    if (idle_exit_owed_ && !t.ctx->switches_in()) {
-      idle_exit_owed_ = false;
-      t.ctx->ledger().record(Work{.sym = Sym::kIdleExit});
-    }
     e.current_ = nullptr;
     const Time cost = t.ctx->ledger().take_pending_ps();
     busy_ps_ += cost;
@@ -111,6 +110,17 @@ void Cpu::dispatch(bool after_halt) {
       running_conts_.clear();
       finished();
     });
+    return;
+  }
+  if (idle_exit_owed_ && exit_ctx_ != nullptr) {
+    // Leaving the last halt, charged before the CPU halts again: to the first task that halt's
+    // end ran, in a task of its own after everything queued meanwhile.
+    ExecCtx* ctx = exit_ctx_;
+    idle_exit_owed_ = false;
+    exit_ctx_ = nullptr;
+    queues_[static_cast<std::size_t>(ctx->level())].push_back(
+        {ctx, [ctx] { ctx->ledger().record(Work{.sym = Sym::kIdleExit}); }});
+    dispatch();
     return;
   }
   running_ = false;  // reached only when the CPU's last task has finished: it halts now

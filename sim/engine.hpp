@@ -101,12 +101,13 @@ class Cpu {
   // two events at one instant), since the start.
   std::uint64_t idle_exits() const noexcept { return idle_exits_; }
   // From then on, each exit after a halt longer than `min_halt` records one tick_nohz_idle_exit
-  // call (the preset prices it: cpu.idle_exit_blocked_us) in the ledger of the task that ends
-  // the halt, after that task's own work: its hand-offs keep their place and its end moves by
-  // the price. When the scheduler's switch-in ends the halt, the woken task it hands to pays.
-  // The kernel runs a task woken from a long halt about 5 us after sched_wakeup (docs/measure.md,
-  // "Wake-up latency"): what leaving idle costs beyond that (caches refilled, the tick
-  // restarted) slows what runs next rather than delaying its start. Negative: none (default).
+  // call (the preset prices it: cpu.idle_exit_blocked_us) in the ledger of the first task the
+  // halt's end runs (the woken task, when the scheduler's switch-in ends it), in a task of its
+  // own once the CPU has nothing more queued, before it halts again. The kernel runs a task woken
+  // from a long halt about 5 us after sched_wakeup (docs/measure.md, "Wake-up latency"): what
+  // leaving idle costs beyond that (caches refilled, the tick restarted) slows the work that
+  // follows rather than delaying it; the model keeps that work's timing and the CPU's busy time
+  // whole. Negative: none (default).
   void charge_idle_exits_after(Time min_halt) noexcept { charge_after_ = min_halt; }
 
  private:
@@ -130,7 +131,8 @@ class Cpu {
   Time idle_since_ = 0;
   Time halt_poll_ps_ = 0;
   Time charge_after_ = -1;
-  bool idle_exit_owed_ = false;  // a long halt ended; the next task not switching in pays
+  bool idle_exit_owed_ = false;  // a long halt ended; charged before the CPU halts again
+  ExecCtx* exit_ctx_ = nullptr;  // to the first task (not a switch-in) that the halt's end ran
   std::uint64_t idle_exits_ = 0;
 };
 

@@ -376,21 +376,26 @@ TEST_F(CpuFixture, IdleExitsCountHaltsOfSomeTimeOnly) {
 }
 
 // With charging on, an exit after a halt longer than the threshold records one
-// tick_nohz_idle_exit in the ledger of the task that ends it, after the task's own work: the
-// task's hand-off keeps its place, its end moves by the price, and the CPU's busy time holds it.
-// A shorter halt is counted and costs nothing.
+// tick_nohz_idle_exit in the ledger of the task that ends it, once the CPU has run what it had
+// queued: the task's hand-off keeps its place, what it queued runs first, and the CPU's busy
+// time holds the exit before it halts again. A shorter halt is counted and costs nothing.
 TEST_F(CpuFixture, IdleExitAfterALongHaltIsChargedToTheTaskEndingItAfterItsWork) {
   cpu.charge_idle_exits_after(500);
   Time handed = -1;
+  Time next = -1;
   engine.at(1000, [&] {  // halted 1000 ps: charged
     cpu.submit({&proc, [&] {
                   charge(proc, 2);
-                  engine.after_task([&] { handed = engine.now(); });
+                  engine.after_task([&] {
+                    handed = engine.now();
+                    cpu.submit({&proc2, [&] { next = engine.now(); }});
+                  });
                 }});
   });
   engine.at(1600, [&] { cpu.submit(task(soft, "short halt", 1)); });  // halted 300 ps (1300..1600)
   engine.run_until(10'000);
   EXPECT_EQ(handed, 1200);  // 1000 + two calls of 100 ps; the exit's 100 ps come after
+  EXPECT_EQ(next, 1200);    // what the task queued runs before the exit
   EXPECT_EQ(cpu.idle_exits(), 2U);
   EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 1U);
   EXPECT_EQ(soft.ledger().cell(Sym::kIdleExit).calls, 0U);
