@@ -496,16 +496,12 @@ class TraceReader {
       const bool consume = name == "@consume";
       (consume ? t_.consume_skb : t_.kfree_skb) += as_u64(v);
       (consume ? t_.consume_skb_sites : t_.kfree_skb_sites)[site] += as_u64(v);
-    } else if (name == "@wake_ns") {
+    } else if (name == "@wake_ns" || name == "@run_ns") {  // to sched_wakeup, to running
       const Stats s = stats_of(v);
       WakeLatency& w = t_.wake_latency[std::atoi(k1.c_str())];
-      w.count += s.count;
-      w.total_ns += s.total;
-    } else if (name == "@run_ns") {
-      const Stats s = stats_of(v);
-      WakeLatency& w = t_.wake_latency[std::atoi(k1.c_str())];
-      w.to_running_count += s.count;
-      w.to_running_total_ns += s.total;
+      const bool woken = name == "@wake_ns";
+      (woken ? w.count : w.to_running_count) += s.count;
+      (woken ? w.total_ns : w.to_running_total_ns) += s.total;
     } else if (name == "@kmalloc") {
       alloc("kmalloc", key, stats_of(v));
     } else if (name == "@cache") {

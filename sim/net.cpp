@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 
 namespace skbsim::sim {
 
@@ -420,11 +421,11 @@ Time Net::spread_latency(Time mean) {
     z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
     z ^= z >> 31U;
-    return (static_cast<double>(z >> 11U) + 0.5) / 9007199254740992.0;  // (0, 1)
+    return (static_cast<double>(z >> 11U) + 0.5) * 0x1p-53;  // 53 random bits, in (0, 1)
   };
   const double u1 = uniform();
   const double u2 = uniform();
-  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
   const double s = m.idle_wake_spread;
   return std::llround(static_cast<double>(mean) * std::exp(s * z - s * s / 2));
 }

@@ -30,6 +30,12 @@ namespace fs = std::filesystem;
 const std::string kModels = std::string(SKBSIM_SOURCE_DIR) + "/scenarios/models/";
 
 CostPreset modern() { return CostPreset::load(kModels + "modern-2core.json", "modern-2core.json"); }
+// The modern preset as a document to edit and load again, without its fit record.
+nlohmann::ordered_json modern_doc() {
+  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
+  doc.erase("fit");
+  return doc;
+}
 
 // A committed measured scenario, shortened, with `preset`'s costs.
 Scenario measured(const std::string& name, const CostPreset& preset, double duration_s) {
@@ -129,8 +135,7 @@ TEST(CostPresetGroups, AGroupScaleIsWrittenWithItsSourceAndReadBack) {
 }
 
 TEST(CostPresetGroups, AGroupTheModelDoesNotHaveIsAnErrorNamingItsPath) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
+  nlohmann::ordered_json doc = modern_doc();
   const skbsim::testing::TempDir tmp;
   const fs::path file = tmp.path() / "p.json";
   for (const char* group : {"locking", "idle", "ipp"}) {
@@ -254,8 +259,7 @@ Loaded load_doc(const nlohmann::ordered_json& doc) {
 }
 
 TEST(IdleWake, ABlockedLatencyWithoutAPollingWindowIsAnErrorNamingItsPath) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
+  nlohmann::ordered_json doc = modern_doc();
   doc["cpu"].erase("halt_poll_max_us");
   const Loaded l = load_doc(doc);
   EXPECT_FALSE(l.preset) << "accepted";
@@ -330,11 +334,6 @@ TEST(IdleWake, SpreadDrawsALogNormalOfTheLatencysMean) {
 }
 
 TEST(IdleWake, SpreadNeedsALatencyAndAReasonableValue) {
-  const auto modern_doc = [] {
-    nlohmann::ordered_json d = modern().to_json(nlohmann::ordered_json::object());
-    d.erase("fit");
-    return d;
-  };
   auto doc = modern_doc();
   doc["cpu"].erase("idle_wake_us");
   doc["cpu"].erase("idle_wake_blocked_us");
@@ -398,8 +397,7 @@ TEST(Syscall, ThePresetsTimeReachesTheCostModelUnscaled) {
 }
 
 TEST(Syscall, CyclesForTheEntryAreAnErrorNamingTheirPath) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
+  nlohmann::ordered_json doc = modern_doc();
   doc["calls"]["symbols"]["entry_SYSCALL_64"] = {{"cycles", 300}, {"source", "a guess"}};
   const Loaded l = load_doc(doc);
   EXPECT_FALSE(l.preset) << "accepted";
@@ -410,8 +408,7 @@ TEST(Syscall, CyclesForTheEntryAreAnErrorNamingTheirPath) {
 // which a guest without IPI virtualisation takes as an exit) priced as the time the machine's
 // profile measured, unscaled by call_scale. Without it the symbol keeps its cycles.
 TEST(IpiSend, ThePresetsTimeReplacesTheCyclesUnscaled) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
+  nlohmann::ordered_json doc = modern_doc();
   const std::int64_t cycles_ps = modern().model().call_ps[index(Sym::kSendIpi)];
   EXPECT_GT(cycles_ps, 0);
   EXPECT_LT(cycles_ps, 2'000'000) << "the cycles are a bare-metal IPI's, not a guest's exit";
@@ -467,8 +464,7 @@ TEST(IdlePoll, AWakeUpWhileTheCpuStillPollsSendsNoIpi) {
 }
 
 TEST(IdlePoll, ThePresetsWindowReachesTheModelAndIsBounded) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
+  nlohmann::ordered_json doc = modern_doc();
   doc["cpu"]["idle_poll_us"] = {{"value", 7.4}, {"source", "a measurement"}};
   Loaded l = load_doc(doc);
   ASSERT_TRUE(l.preset) << l.error;
@@ -480,8 +476,7 @@ TEST(IdlePoll, ThePresetsWindowReachesTheModelAndIsBounded) {
 }
 
 TEST(IpiSend, CyclesBesideTheTimeAreAnErrorNamingTheirPath) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
+  nlohmann::ordered_json doc = modern_doc();
   doc["cpu"]["ipi_send_us"] = {{"value", 15.4}, {"source", "a profile"}};
   doc["calls"]["symbols"]["smp_send_reschedule"] = {{"cycles", 1500}, {"source", "a guess"}};
   const Loaded l = load_doc(doc);
@@ -516,8 +511,7 @@ TEST(Syscall, EachSocketCallAndSelectPaysOneEntry) {
 // not left on the backlog. With a long entry, most of the reader's time is outside the socket, so
 // fewer deliveries find it owned; were the entry charged inside the call, more would.
 TEST(Syscall, TheEntryDoesNotHoldTheSocket) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
+  nlohmann::ordered_json doc = modern_doc();
   doc["cpu"]["syscall_us"]["value"] = 30.0;
   const Loaded l = load_doc(doc);
   ASSERT_TRUE(l.preset) << l.error;
@@ -595,8 +589,7 @@ TEST(IdleExit, ThePresetsTimeReachesTheCostModelUnscaled) {
 }
 
 TEST(IdleExit, CyclesForTheExitAreAnErrorNamingTheirPath) {
-  nlohmann::ordered_json doc = modern().to_json(nlohmann::ordered_json::object());
-  doc.erase("fit");
+  nlohmann::ordered_json doc = modern_doc();
   doc["calls"]["symbols"]["tick_nohz_idle_exit"] = {{"cycles", 3000}, {"source", "a guess"}};
   Loaded l = load_doc(doc);
   EXPECT_FALSE(l.preset) << "accepted";
