@@ -100,6 +100,7 @@ struct Settings {
   // --congestion-control. Not the machine's default: a pacing algorithm (BBR) holds the tail of
   // a write back (tcp_pacing_check) until the next write fills it, so the kernel sends fewer,
   // larger skbs than the model, which does not pace (docs/measure.md, "Congestion control").
+  // Pinned on the routes (NetPlan::congestion_control) as well as passed to iperf3 -C.
   std::string congestion_control = "cubic";
 };
 
@@ -624,6 +625,9 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   // TCP_CONGESTION on the test's sockets (both ends: the client passes it to the server): no
   // sysctl to change, and as root any algorithm the kernel has or can load. A namespace's
   // default can only be one of tcp_allowed_congestion_control, which is the root namespace's.
+  // iperf3 sets it once connected; the Lab's routes have given the sockets the same algorithm
+  // from their SYN on (Lab::pin_congestion_control), so this changes nothing but is kept for
+  // iperf3's report of it.
   client.insert(client.end(), {"-C", ss.settings.congestion_control});
   const measure::ActivitySnapshot snap0 = activity_snapshot();
   const auto t0 = std::chrono::steady_clock::now();
@@ -675,7 +679,7 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
       throw measure::RefusedFlag(
           "--congestion-control",
           "expected an algorithm this kernel has (" +
-              first_line(read_text("/proc/sys/net/ipv4/tcp_available_congestion_control")) +
+              measure::available_congestion_control() +
               ", or a module it can load), got \"" + ss.settings.congestion_control +
               "\" (iperf3: " + error + ")");
     }
@@ -1043,7 +1047,9 @@ std::vector<ConfigResult> measure_all(Session& ss) {
   const std::size_t rates = ss.settings.rates.size();
   // Runs `fn(lab, config index)` for each configuration of group `g` in a fresh Lab.
   const auto in_lab = [&](const Group& g, const auto& fn) {
-    Lab lab(measure::plan_for(g.topo), ss.tools, ss.scratch);
+    measure::NetPlan plan = measure::plan_for(g.topo);
+    plan.congestion_control = ss.settings.congestion_control;
+    Lab lab(std::move(plan), ss.tools, ss.scratch);
     lab.apply(g.variant);
     if (const double waited = lab.wait_until_connected(); waited > 0.5) {
       std::cerr << "skbsim measure: " << results[g.first].config.name() << ": the path answered after "
@@ -1144,6 +1150,7 @@ int measure_main(const Settings& settings, const std::string& command) {
   ss.tools = find_tools(settings);
   const RunLock lock;
   ss.ctx.command = command;
+  ss.ctx.route_congestion_control = ss.settings.congestion_control;
   if (settings.out) {
     fs::path o = fs::absolute(*settings.out).lexically_normal();
     if (o.filename().empty()) {

@@ -130,6 +130,23 @@ const PlanDevice& NetPlan::device(std::string_view ifname) const {
   throw MeasureError("internal: no device " + std::string(ifname) + " in the plan");
 }
 
+std::string available_congestion_control() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+const PlanDevice& NetPlan::end_of(Role r) const {
+  for (const PlanDevice& d : devices) {
+    if (d.ns == r && d.veth && !d.address.empty()) {
+      return d;
+    }
+  }
+  throw MeasureError("internal: no addressed veth end in the " + std::string(role_name(r)) +
+                     " namespace");
+}
+
 NetPlan plan_for(Topology t) {
   NetPlan p;
   p.topology = t;
@@ -395,6 +412,7 @@ void Lab::build() {
     argv.insert(argv.end(), {"dev", r.dev});
     run_checked(argv, scratch_);
   }
+  pin_congestion_control();
   if (plan_.topology == Topology::kBridge) {
     bridge_nf_default_ = sysctl(Role::kHost, "net.bridge.bridge-nf-call-iptables");
     if (!bridge_nf_default_.empty()) {
@@ -411,6 +429,43 @@ void Lab::build() {
     std::vector<std::string> argv = in(Role::kHost);
     argv.insert(argv.end(), {tools_.sysctl, "-qw", "net.ipv4.ip_forward=1"});
     run_checked(argv, scratch_);
+  }
+}
+
+// A /32 route from each end to the other, through the same gateway as its default route, with
+// the plan's congestion control (RTAX_CC_ALGO): tcp_connect_init -> tcp_ca_dst_init gives the
+// socket that algorithm before its SYN, so its own init is the only one that runs. Without it
+// the client's socket connects with the namespace's default (bbr on kernels that choose it), whose
+// bbr_init sets sk_pacing_status to SK_PACING_NEEDED; iperf3's later TCP_CONGESTION does not
+// clear it, and TCP paces itself (tcp_pacing_check) under the algorithm it was asked for.
+void Lab::pin_congestion_control() {
+  if (plan_.congestion_control.empty()) {
+    return;
+  }
+  const auto address = [](const PlanDevice& d) { return d.address.substr(0, d.address.find('/')); };
+  for (const auto& [from, to] : {std::pair{Role::kClient, Role::kServer},
+                                 std::pair{Role::kServer, Role::kClient}}) {
+    const PlanDevice& end = plan_.end_of(from);
+    std::vector<std::string> argv = {tools_.ip, "-n", ns(from), "route", "add",
+                                     address(plan_.end_of(to)) + "/32"};
+    for (const PlanRoute& r : plan_.routes) {
+      if (r.ns == from && r.to == "default" && !r.via.empty()) {
+        argv.insert(argv.end(), {"via", r.via});
+      }
+    }
+    argv.insert(argv.end(), {"dev", end.ifname, "congctl", plan_.congestion_control});
+    const Completed c = run(argv, scratch_);
+    if (c.exit_code == 0) {
+      continue;
+    }
+    const std::string why = c.err.substr(0, c.err.find('\n'));
+    if (why.find("congestion algorithm") != std::string::npos) {
+      throw RefusedFlag("--congestion-control",
+                        "expected an algorithm this kernel has (" + available_congestion_control() +
+                            ", or a module it can load), got \"" + plan_.congestion_control +
+                            "\" (ip route: " + why + ")");
+    }
+    throw MeasureError(join_argv(argv) + ": exit " + std::to_string(c.exit_code) + ": " + why);
   }
 }
 

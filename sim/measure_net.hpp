@@ -63,8 +63,18 @@ struct NetPlan {
   std::vector<PlanRoute> routes;  // beyond the connected /24s
   bool ip_forward = false;        // in the host namespace
   std::string server_address;     // where the client connects
+  // Pinned on the client's route to the server and the server's route back (ip route ...
+  // congctl): the connection runs it from its SYN on. "" pins nothing. iperf3 -C sets
+  // TCP_CONGESTION only once connected, and a namespace's default must be one of the root
+  // namespace's tcp_allowed_congestion_control.
+  std::string congestion_control;
   const PlanDevice& device(std::string_view ifname) const;
+  // The veth end of the namespace of `r` (client or server) and its address without the prefix.
+  const PlanDevice& end_of(Role r) const;
 };
+
+// The first line of /proc/sys/net/ipv4/tcp_available_congestion_control ("reno bbr cubic").
+std::string available_congestion_control();
 
 // The plan of `t`. Addresses are private (10.201-203.x.y), different per topology.
 NetPlan plan_for(Topology t);
@@ -127,6 +137,7 @@ class Lab {
 
  private:
   void build();
+  void pin_congestion_control();
   void destroy() noexcept;
   NetPlan plan_;
   const Tools& tools_;

@@ -395,6 +395,7 @@ ojson setup_json(const MeasureContext& ctx, const ConfigResult& r, const NetPlan
   return {{"devices", devs},
           {"ip_forward", plan.ip_forward},
           {"server_address", plan.server_address},
+          {"route_congctl", ctx.route_congestion_control},
           {"sysctls", sysctls},
           {"client_cpu", ctx.client_cpu >= 0 ? ojson(ctx.client_cpu) : ojson(nullptr)},
           {"server_cpu", ctx.server_cpu >= 0 ? ojson(ctx.server_cpu) : ojson(nullptr)}};

@@ -97,6 +97,7 @@ struct MeasureContext {
   int client_cpu = -1;  // iperf3 -A, -1 when not pinned
   int server_cpu = -1;
   std::string command;  // the command line as given
+  std::string route_congestion_control;  // pinned on the ends' routes (NetPlan); "" when not
   // The scenarios' names are "<set_name>-<config>": --out's last component (vm-2core), so that
   // two machines' sets validated together stay apart.
   std::string set_name = "measured";

@@ -1557,6 +1557,9 @@ TEST(MeasureSmoke, CongestionControlIsSetOnTheSocketsAndRecorded) {
           nlohmann::json::parse(slurp(tmp.path() / "a/measurements/direct-on-unlimited.json"));
       EXPECT_EQ(m["runs"][0]["tcp_congestion"]["sender"], "reno");
       EXPECT_EQ(m["runs"][0]["tcp_congestion"]["receiver"], "reno");
+      // Pinned on both ends' routes, so the connection runs it from its SYN on (no pacing left
+      // behind by a default bbr's init).
+      EXPECT_EQ(m["setup"]["route_congctl"], "reno");
       const auto sc = nlohmann::json::parse(slurp(tmp.path() / "a/direct-on-unlimited.json"));
       EXPECT_NE(sc["description"].get<std::string>().find("congestion control reno"),
                 std::string::npos);
