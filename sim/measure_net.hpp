@@ -69,7 +69,7 @@ struct NetPlan {
   // namespace's tcp_allowed_congestion_control.
   std::string congestion_control;
   const PlanDevice& device(std::string_view ifname) const;
-  // The veth end of the namespace of `r` (client or server) and its address without the prefix.
+  // The addressed veth end in the namespace of `r` (client or server); MeasureError if none.
   const PlanDevice& end_of(Role r) const;
 };
 

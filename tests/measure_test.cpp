@@ -266,6 +266,22 @@ TEST(MeasureNet, PlansNameEachPeerAndStayOffTheRootNamespace) {
   EXPECT_EQ(namespace_name(42, Role::kHost), "skbsim-42-host");
 }
 
+// The ends whose routes carry the pinned congestion control (Lab::pin_congestion_control): the
+// client's and the server's addressed veth, the server's being the address the client connects to.
+TEST(MeasureNet, EachTopologysEndsAreTheAddressedVethsOfClientAndServer) {
+  for (Topology t : {Topology::kDirect, Topology::kForward, Topology::kBridge}) {
+    SCOPED_TRACE(std::string(topology_name(t)));
+    const NetPlan p = plan_for(t);
+    const PlanDevice& client = p.end_of(Role::kClient);
+    const PlanDevice& server = p.end_of(Role::kServer);
+    EXPECT_EQ(client.ifname, "skbm-c0");
+    EXPECT_EQ(server.ifname, "skbm-s0");
+    EXPECT_EQ(server.address.substr(0, server.address.find('/')), p.server_address);
+    EXPECT_TRUE(p.congestion_control.empty());  // the harness sets it from the flag
+  }
+  EXPECT_THROW((void)plan_for(Topology::kDirect).end_of(Role::kHost), MeasureError);
+}
+
 TEST(MeasureNet, VariantsAndTheirNames) {
   for (std::string_view n : {"on", "off", "tso-off", "sg-off", "csum-off"}) {
     EXPECT_EQ(variant_name(*variant_from_name(n)), n);
