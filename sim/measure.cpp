@@ -676,12 +676,7 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
     const std::string error =
         j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
     if (error.find("TCP_CONGESTION") != std::string::npos) {
-      throw measure::RefusedFlag(
-          "--congestion-control",
-          "expected an algorithm this kernel has (" +
-              measure::available_congestion_control() +
-              ", or a module it can load), got \"" + ss.settings.congestion_control +
-              "\" (iperf3: " + error + ")");
+      throw measure::refused_congestion_control(ss.settings.congestion_control, "iperf3: " + error);
     }
     throw MeasureError("iperf3 client: " + j["error"].dump());
   }

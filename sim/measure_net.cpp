@@ -130,11 +130,13 @@ const PlanDevice& NetPlan::device(std::string_view ifname) const {
   throw MeasureError("internal: no device " + std::string(ifname) + " in the plan");
 }
 
-std::string available_congestion_control() {
+RefusedFlag refused_congestion_control(const std::string& name, const std::string& why) {
   std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
-  std::string line;
-  std::getline(in, line);
-  return line;
+  std::string available;
+  std::getline(in, available);
+  return RefusedFlag("--congestion-control", "expected an algorithm this kernel has (" + available +
+                                                 ", or a module it can load), got \"" + name +
+                                                 "\" (" + why + ")");
 }
 
 const PlanDevice& NetPlan::end_of(Role r) const {
@@ -454,18 +456,16 @@ void Lab::pin_congestion_control() {
       }
     }
     argv.insert(argv.end(), {"dev", end.ifname, "congctl", plan_.congestion_control});
-    const Completed c = run(argv, scratch_);
-    if (c.exit_code == 0) {
-      continue;
+    try {
+      run_checked(argv, scratch_);
+    } catch (const MeasureError& e) {
+      // ip's "Error: Unknown tcp congestion algorithm." is the flag's fault, not the machine's.
+      const std::string why = e.what();
+      if (why.find("congestion algorithm") == std::string::npos) {
+        throw;
+      }
+      throw refused_congestion_control(plan_.congestion_control, why);
     }
-    const std::string why = c.err.substr(0, c.err.find('\n'));
-    if (why.find("congestion algorithm") != std::string::npos) {
-      throw RefusedFlag("--congestion-control",
-                        "expected an algorithm this kernel has (" + available_congestion_control() +
-                            ", or a module it can load), got \"" + plan_.congestion_control +
-                            "\" (ip route: " + why + ")");
-    }
-    throw MeasureError(join_argv(argv) + ": exit " + std::to_string(c.exit_code) + ": " + why);
   }
 }
 

@@ -63,18 +63,17 @@ struct NetPlan {
   std::vector<PlanRoute> routes;  // beyond the connected /24s
   bool ip_forward = false;        // in the host namespace
   std::string server_address;     // where the client connects
-  // Pinned on the client's route to the server and the server's route back (ip route ...
-  // congctl): the connection runs it from its SYN on. "" pins nothing. iperf3 -C sets
-  // TCP_CONGESTION only once connected, and a namespace's default must be one of the root
-  // namespace's tcp_allowed_congestion_control.
+  // Pinned on the routes between client and server (Lab::pin_congestion_control); "" pins
+  // nothing.
   std::string congestion_control;
   const PlanDevice& device(std::string_view ifname) const;
   // The addressed veth end in the namespace of `r` (client or server); MeasureError if none.
   const PlanDevice& end_of(Role r) const;
 };
 
-// The first line of /proc/sys/net/ipv4/tcp_available_congestion_control ("reno bbr cubic").
-std::string available_congestion_control();
+// The --congestion-control error for an algorithm the kernel refused (`why`: who said so), with
+// the ones it has (tcp_available_congestion_control).
+RefusedFlag refused_congestion_control(const std::string& name, const std::string& why);
 
 // The plan of `t`. Addresses are private (10.201-203.x.y), different per topology.
 NetPlan plan_for(Topology t);
