@@ -193,6 +193,55 @@ TEST(ValidateCommand, ComparesTheKernelProfilesGroups) {
   EXPECT_EQ(r.out.find("profile us/KB locking"), std::string::npos) << r.out;
 }
 
+// validate holds issue 5's point 2 as a row of its own: a forward scenario's service demand over
+// its set's direct one, the model's ratio against the kernel's. The row's figures are the two
+// scenarios' own (validate's service-demand rows, recomputed here from `run` and the references),
+// and a forward scenario validated without its direct has no such row.
+TEST(ValidateCommand, HoldsTheRatioOfForwardToDirectServiceDemand) {
+  const std::string dir = "scenarios/measured/intel-kvm-2core-2600mhz/";
+  const std::string fwd = dir + "forward-off-unlimited.json";
+  const std::string direct = dir + "direct-off-unlimited.json";
+  const auto runs = run_batch(SKBSIM_BINARY, kSource,
+                              {{"validate", "--json", fwd, direct},
+                               {"run", fwd, "-f", "json"},
+                               {"run", direct, "-f", "json"},
+                               {"validate", "--json", fwd}});
+  for (const Invocation& r : runs) {
+    ASSERT_NE(r.exit_code, 2) << r.err;
+  }
+  const auto demand = [](const Invocation& run) {
+    return nlohmann::json::parse(run.out)
+        .at("hosts")
+        .at("M")
+        .at("service_demand_us_per_kb")
+        .get<double>();
+  };
+  const auto measured = [](const std::string& file) {
+    return nlohmann::json::parse(slurp(kSource / file))
+        .at("reference")
+        .at("service_demand_us_per_kb")
+        .get<double>();
+  };
+  const auto ratio_rows = [](const Invocation& r) {
+    std::vector<nlohmann::json> rows;
+    for (const auto& row : nlohmann::json::parse(r.out)) {
+      if (row.at("figure") == "service demand / direct's") {
+        rows.push_back(row);
+      }
+    }
+    return rows;
+  };
+  const auto rows = ratio_rows(runs[0]);
+  ASSERT_EQ(rows.size(), 1U) << runs[0].out;
+  EXPECT_EQ(rows[0].at("scenario"), "intel-kvm-2core-2600mhz-forward-off-unlimited");
+  const double want_measured = measured(fwd) / measured(direct);
+  const double want_predicted = demand(runs[1]) / demand(runs[2]);
+  EXPECT_NEAR(std::stod(rows[0].at("measured").get<std::string>()), want_measured, 0.0005);
+  EXPECT_NEAR(std::stod(rows[0].at("predicted").get<std::string>()), want_predicted, 0.0005);
+  EXPECT_EQ(rows[0].at("ok").get<bool>(), std::abs(want_predicted / want_measured - 1) <= 0.15);
+  EXPECT_TRUE(ratio_rows(runs[3]).empty()) << runs[3].out;
+}
+
 // calibrate fits a kernel-profile group only when named, and only one the model has symbols in.
 TEST(CalibrateCommand, AProfileFigureNamesAGroupTheModelHas) {
   const Invocation r = run_cli({"calibrate", "--scenarios",
