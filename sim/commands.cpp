@@ -2,6 +2,8 @@
 
 #include "sim/commands.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -22,8 +24,6 @@
 #include "sim/report.hpp"
 #include "sim/scenario.hpp"
 #include "skbsim/bug.hpp"
-
-#include <unistd.h>
 
 namespace skbsim::sim {
 namespace {
@@ -329,7 +329,7 @@ struct Demand {
 
 void ratio_checks(const std::map<std::string, Demand>& demand, std::vector<Check>& checks) {
   for (const auto& [name, routed] : demand) {
-    for (const std::string topology : {"-forward-", "-bridge-"}) {
+    for (const std::string_view topology : {"-forward-", "-bridge-"}) {
       const std::size_t at = name.rfind(topology);
       if (at == std::string::npos) {
         continue;
@@ -463,8 +463,7 @@ int run_validate(const std::vector<std::string>& args) {
     }
     std::cout << std::left << std::setw(width) << "scenario" << std::setw(34) << "figure"
               << std::right << std::setw(10) << "measured" << std::setw(11) << "predicted"
-              << std::setw(9) << "error"
-              << "  ok\n";
+              << std::setw(9) << "error" << "  ok\n";
     for (const Check& c : checks) {
       std::cout << std::left << std::setw(width) << c.scenario << std::setw(34) << c.figure
                 << std::right << std::setw(10) << c.measured << std::setw(11) << c.predicted
