@@ -19,6 +19,7 @@
 #include "sim/cli_args.hpp"
 #include "sim/input_error.hpp"
 #include "sim/kernel_groups.hpp"
+#include "sim/measure_net.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/plot.hpp"
 #include "sim/report.hpp"
@@ -316,10 +317,10 @@ void profile_group_checks(const Scenario& sc, const RunResult& r, std::vector<Ch
 }
 
 // Issue 5's point 2 in validate's own rows: for each measured `forward` or `bridge` scenario,
-// named <set>-<topology>-<variant>-<rate> by `skbsim measure`, whose <set>-direct-<variant>-<rate>
-// ran in the same invocation, the ratio of the two service demands, the model's against the
-// kernel's, within kRatioTolerancePct (what the model predicts of a topology, free of the cost it
-// shares with `direct`).
+// named <set>-<topology>-<variant>-<rate> by `skbsim measure` (Configuration::name), whose
+// <set>-direct-<variant>-<rate> ran in the same invocation, the ratio of the two service
+// demands, the model's against the kernel's, within kRatioTolerancePct (what the model predicts
+// of a topology, free of the cost it shares with `direct`).
 constexpr double kRatioTolerancePct = 15.0;
 
 struct Demand {
@@ -329,13 +330,15 @@ struct Demand {
 
 void ratio_checks(const std::map<std::string, Demand>& demand, std::vector<Check>& checks) {
   for (const auto& [name, routed] : demand) {
-    for (const std::string_view topology : {"-forward-", "-bridge-"}) {
+    for (const measure::Topology t : {measure::Topology::kForward, measure::Topology::kBridge}) {
+      const std::string topology = "-" + std::string(measure::topology_name(t)) + "-";
       const std::size_t at = name.rfind(topology);
       if (at == std::string::npos) {
         continue;
       }
-      const std::string direct =
-          name.substr(0, at) + "-direct-" + name.substr(at + topology.size());
+      const std::string direct = name.substr(0, at) + "-" +
+                                 std::string(measure::topology_name(measure::Topology::kDirect)) +
+                                 "-" + name.substr(at + topology.size());
       const auto d = demand.find(direct);
       if (d == demand.end() || d->second.measured <= 0 || d->second.predicted <= 0) {
         continue;
