@@ -141,7 +141,8 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
       net.charge(ctx, n, partial ? Work{.sym = Sym::kSkbCopyBits, .copied = len}
                                  : Work{.sym = Sym::kCsumPartialCopyGeneric, .fused = len});
     } else {
-      // Reference the payload's page ranges (skb_frag_ref / get_page), frag by frag.
+      // Reference the payload's page ranges (skb_frag_ref / get_page), frag by frag; the segment's
+      // truesize grows by the bytes referenced (skb_segment: "nskb->truesize += nskb->data_len").
       std::uint32_t left = len;
       std::uint32_t i = 0;
       const SharedInfo& si = skb.shinfo();
@@ -149,7 +150,7 @@ void gso_segment(Net& net, ExecCtx& ctx, Device& dev, Skb& skb, std::vector<Skb*
         const Frag& f = si.frags[frag_i];
         const std::uint32_t take = std::min(left, f.size - frag_off);
         ops::get_page(o, *f.page);
-        ops::add_rx_frag(o, *n, i++, *f.page, f.off + frag_off, take, 0);
+        ops::add_rx_frag(o, *n, i++, *f.page, f.off + frag_off, take, take);
         left -= take;
         frag_off += take;
         if (frag_off == f.size) {
