@@ -391,6 +391,13 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     return c;
   };
   net.engine().run_until(warm);
+  for (const FlowRun& f : flows) {
+    for (TcpSock* t : {f.a.get(), f.z.get()}) {
+      if (t != nullptr) {
+        tcp_warmed_up(*t);
+      }
+    }
+  }
   const auto dev0 = device_snapshot();
   const auto snap0 = snapshot();
   const Counters c0 = counters();

@@ -3,6 +3,7 @@
 #include "sim/tcp.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
 #include "skbsim/bug.hpp"
@@ -21,9 +22,146 @@ constexpr std::uint32_t kTcpMinMss = 88;       // TCP_MIN_MSS
 // = 192, 6.x with a distribution config L1_CACHE_ALIGN(128 + 176) = 320.
 std::uint32_t max_tcp_header(const Net& net) { return net.kernel().max_tcp_header; }
 
-// The receive window open now: the buffer less what is received and not yet read.
+// 2.6.20: the receive window open now, the buffer less what is received and not yet read.
 std::uint32_t window_now(const TcpSock& s) {
   return s.rcv_wnd - std::min(s.rcv_wnd, s.rcv_nxt - s.copied_seq);
+}
+
+// 6.x's receive window (tcp.h, tcp_output.c __tcp_select_window / tcp_select_window, tcp_input.c
+// tcp_grow_window). The model keeps sk_rcvbuf at the flow's rcvbuf (no tcp_rcv_space_adjust) and
+// leaves out what only memory pressure changes.
+
+// tcp_rmem[2], which sizes rcv_wscale (tcp_select_initial_window) and bounds __tcp_grow_window:
+// the flow's rcvbuf when larger (a measured flow's rcvbuf is its host's tcp_rmem[2]), else the
+// default tcp_init() sets on any machine with memory to spare, 6 MB.
+constexpr std::int64_t kTcpRmemMaxDefault = 6 * 1024 * 1024;
+std::int64_t tcp_rmem_max(const TcpSock& s) {
+  return std::max<std::int64_t>(s.params.rcvbuf, kTcpRmemMaxDefault);
+}
+
+// tcp_win_from_space(): space * scaling_ratio >> TCP_RMEM_TO_WIN_SCALE (8), negative kept.
+std::int64_t win_from_space(const TcpSock& s, std::int64_t space) {
+  return (space * s.scaling_ratio) >> 8;
+}
+
+// tcp_space(): the window the memory not yet charged to the socket would hold. The backlog's
+// skbs count twice while __release_sock runs them: sk_backlog.len keeps their truesize until the
+// loop ends, and each is charged to sk_rmem_alloc as it is queued.
+std::int64_t tcp_space(const TcpSock& s) {
+  return win_from_space(
+      s, static_cast<std::int64_t>(s.params.rcvbuf) - s.backlog_len - s.sk.rmem_alloc);
+}
+
+// ALIGN(w, 1 << rcv_wscale) and round_down(w, 1 << rcv_wscale).
+std::int64_t wscale_align(const TcpSock& s, std::int64_t w) {
+  const std::int64_t unit = std::int64_t{1} << s.rcv_wscale;
+  return (w + unit - 1) & ~(unit - 1);
+}
+std::int64_t wscale_round_down(const TcpSock& s, std::int64_t w) {
+  return w & ~((std::int64_t{1} << s.rcv_wscale) - 1);
+}
+
+// __tcp_select_window() with tcp_shrink_window 0 (the default): the free space, capped by
+// rcv_ssthresh and rounded up to the scale unit; when it is under half the full space, quickack
+// mode ends and the space is rounded down instead, or is a zero window under rcv_mss or under a
+// sixteenth of the buffer's window. rcv_wscale is never 0 here (tcp_rmem_max is at least 6 MB),
+// so the unscaled branch's rounding to rcv_mss is left out.
+std::uint32_t select_window(TcpSock& s) {
+  std::int64_t mss = s.rcv_mss;
+  std::int64_t free_space = tcp_space(s);
+  const std::int64_t allowed_space = win_from_space(s, s.params.rcvbuf);  // tcp_full_space()
+  const std::int64_t full_space = std::min<std::int64_t>(s.window_clamp, allowed_space);
+  if (mss > full_space) {
+    mss = full_space;
+    if (mss <= 0) {
+      return 0;
+    }
+  }
+  if (free_space < (full_space >> 1)) {
+    s.quickack = false;
+    free_space = wscale_round_down(s, free_space);
+    if (free_space < (allowed_space >> 4) || free_space < mss) {
+      return 0;
+    }
+  }
+  free_space = std::min<std::int64_t>(free_space, s.rcv_ssthresh);
+  return static_cast<std::uint32_t>(wscale_align(s, free_space));
+}
+
+// tcp_receive_window(): what the last advertised window leaves open after what has arrived.
+std::uint32_t receive_window(const TcpSock& s) {
+  const auto win = static_cast<std::int32_t>(s.rcv_wup + s.last_adv_wnd - s.rcv_nxt);
+  return win < 0 ? 0U : static_cast<std::uint32_t>(win);
+}
+
+// tcp_select_window(), for the header of each segment sent: the new window, but never one whose
+// right edge is left of the last one's (tcp_shrink_window 0), and at most 65535 << rcv_wscale.
+std::uint32_t tcp_select_window(TcpSock& s) {
+  const std::uint32_t cur_win = receive_window(s);
+  std::int64_t new_win = select_window(s);
+  if (new_win < cur_win) {
+    new_win = wscale_align(s, cur_win);
+  }
+  new_win = std::min<std::int64_t>(new_win, std::int64_t{65535} << s.rcv_wscale);
+  s.last_adv_wnd = static_cast<std::uint32_t>(new_win);
+  return s.last_adv_wnd;
+}
+
+// tcp_grow_window(sk, skb, adjust), from tcp_event_data_recv for each in-order skb of 128 bytes
+// or more (adjust) and from tcp_data_queue_ofo (not): while the space left after the skb is
+// queued exceeds rcv_ssthresh (and window_clamp), raise rcv_ssthresh by up to twice the skb's
+// length, when skbs of its len/truesize would fit the buffer (check #2, __tcp_grow_window), and
+// enter quickack mode for one ACK. So rcv_ssthresh ends at the space the queue leaves after the
+// emptiest arrival: one skb's window under the clamp when the reader drains the queue between
+// arrivals, which makes the first skb after a drain offer exactly the window last advertised and
+// be ACKed at once (__tcp_ack_snd_check).
+// The model has neither slow start (tcp.hpp) nor receive-buffer autotuning. In the kernel
+// tcp_rcv_space_adjust raises sk_rcvbuf and window_clamp every few round trips while a stream
+// speeds up, and rcv_ssthresh grows anew each time, so it reflects the recent arrivals only. The
+// model's sk_rcvbuf is fixed; instead the first skb queued, and the first after the warm-up
+// (tcp_warmed_up), set rcv_ssthresh to where that growth stops, the space left after it: the
+// start's transient (a reader still awake, which empties the queue before a write's tail lands)
+// does not stay in it.
+void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
+  const std::int64_t space = std::min<std::int64_t>(s.window_clamp, tcp_space(s));
+  if (!s.ssthresh_grown) {
+    s.ssthresh_grown = true;
+    s.rcv_ssthresh = static_cast<std::uint32_t>(std::max<std::int64_t>(space, 0));
+    return;
+  }
+  const std::int64_t room = space - s.rcv_ssthresh;
+  if (room <= 0) {
+    return;
+  }
+  const std::int64_t len = skb.len();
+  std::int64_t truesize = skb.truesize();
+  if (adjust && skb.headlen() == 0) {  // truesize_adjust(): a head with no payload is not counted
+    truesize -= net.kernel().skb_truesize(skb.end_offset());
+    if (truesize < len) {
+      truesize = skb.truesize();
+    }
+  }
+  std::int64_t incr = 0;
+  if (win_from_space(s, truesize) <= len) {
+    incr = 2 * static_cast<std::int64_t>(s.params.mss);  // 2 * advmss
+  } else {
+    // __tcp_grow_window(): halve both until the skb's window fits its length
+    std::int64_t t = win_from_space(s, truesize) >> 1;
+    std::int64_t window = win_from_space(s, tcp_rmem_max(s)) >> 1;
+    while (s.rcv_ssthresh <= window) {
+      if (t <= len) {
+        incr = 2 * static_cast<std::int64_t>(s.rcv_mss);
+        break;
+      }
+      t >>= 1;
+      window >>= 1;
+    }
+  }
+  if (incr != 0) {
+    incr = std::max(incr, 2 * len);
+    s.rcv_ssthresh += static_cast<std::uint32_t>(std::min(room, incr));
+    s.quickack = true;
+  }
 }
 
 void submit(ExecCtx& ctx, std::function<void()> fn) { ctx.cpu().submit({&ctx, std::move(fn)}); }
@@ -211,8 +349,16 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   PacketMeta& m = meta(*c);
   m.ack = s.rcv_nxt;
   m.tsval = static_cast<std::uint32_t>(net.engine().now() / (kPsPerSec / 1000));  // tcp_clock_ms
-  m.wnd = window_now(s);
-  s.last_adv_wnd = m.wnd;
+  if (net.v2620()) {
+    m.wnd = window_now(s);
+    s.last_adv_wnd = m.wnd;
+  } else {
+    m.wnd = tcp_select_window(s);
+    // tcp_event_ack_sent -> tcp_dec_quickack_mode: an ACK of new data uses up the one quick ACK
+    if (s.rcv_nxt != s.rcv_wup) {
+      s.quickack = false;
+    }
+  }
   s.rcv_wup = s.rcv_nxt;
   s.ack_pushed = s.ack_pushed2 = false;
   s.delack_armed = false;
@@ -538,6 +684,16 @@ void measure_rcv_mss(const Net& net, TcpSock& s, const Skb& skb) {
   const std::uint32_t len =
       skb.shinfo().gso_size != 0 ? skb.shinfo().gso_size : m.end_seq - m.seq;
   if (len >= s.rcv_mss) {
+    if (!net.v2620() && len != s.rcv_mss) {
+      // 6.x: scaling_ratio = len << TCP_RMEM_TO_WIN_SCALE / truesize, and window_clamp follows.
+      const std::uint32_t ratio =
+          static_cast<std::uint32_t>((std::uint64_t{skb.len()} << 8) / skb.truesize());
+      const std::uint32_t old_ratio = s.scaling_ratio;
+      s.scaling_ratio = std::max(1U, ratio);
+      if (s.scaling_ratio != old_ratio) {
+        s.window_clamp = static_cast<std::uint32_t>(win_from_space(s, s.params.rcvbuf));
+      }
+    }
     s.rcv_mss = std::min(len, s.params.mss);
     if (psh && !net.v2620()) {
       s.ack_pushed = true;
@@ -580,15 +736,23 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
       ++it;
     }
     s.ofo_queue.insert(it, skb);
+    if (!net.v2620()) {
+      tcp_grow_window(net, s, skb, false);
+    }
     tcp_send_ack(net, ctx, s);
     return;
   }
   s.rcv_nxt = m.end_seq;
   measure_rcv_mss(net, s, skb);
-  if (tcp_queue_rcv(net, ctx, s, skb)) {
-    net.kfree_skb_now(ctx, skb);  // kfree_skb_partial: no head was stolen
-  } else {
+  const bool merged = tcp_queue_rcv(net, ctx, s, skb);
+  if (!merged) {
     ops::set_owner_r(o, skb, s.sk);
+  }
+  if (!net.v2620() && skb.len() >= 128) {
+    tcp_grow_window(net, s, skb, true);  // tcp_event_data_recv, after tcp_queue_rcv
+  }
+  if (merged) {
+    net.kfree_skb_now(ctx, skb);  // kfree_skb_partial: no head was stolen
   }
   // tcp_ofo_queue: what waited for this one moves to the receive queue, or into its tail
   while (!s.ofo_queue.empty() && meta(s.ofo_queue.front()).seq == s.rcv_nxt) {
@@ -607,13 +771,34 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   // ("tp->rcv_nxt - tp->rcv_wup > inet_csk(sk)->icsk_ack.rcv_mss") and the window to advertise
   // has not shrunk since the last ACK (__tcp_select_window() >= rcv_wnd, both versions). Data
   // still unread shrinks it, so a receiver whose reader lags leaves the ACK to the reader's
-  // tcp_cleanup_rbuf().
-  const std::uint32_t wnd_now = window_now(s);
-  if (over_one_mss_unacked(s) && wnd_now >= s.last_adv_wnd) {
+  // tcp_cleanup_rbuf(). 6.x also ACKs at once in quickack mode (tcp_in_quickack_mode: a quick
+  // ACK left and the connection not interactive).
+  const bool ack_now = net.v2620()
+                           ? over_one_mss_unacked(s) && window_now(s) >= s.last_adv_wnd
+                           : (over_one_mss_unacked(s) && select_window(s) >= s.last_adv_wnd) ||
+                                 (s.quickack && s.rr.in_size == 0);
+  if (ack_now) {
     tcp_send_ack(net, ctx, s);
   } else {
     arm_delack(net, ctx, s);
   }
+}
+
+// tcp_cleanup_rbuf()'s window update, for a call that copied something and is not ACKing
+// anyway: when the read freed lots of space. 2.6.20 as the model had it: the window now open is
+// at least twice the one last advertised. 6.x: the window the last ACK left open is at most half
+// window_clamp and __tcp_select_window() offers at least twice it.
+bool window_update(const Net& net, TcpSock& s) {
+  if (net.v2620()) {
+    const std::uint32_t now_wnd = window_now(s);
+    return now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss;
+  }
+  const std::uint32_t rcv_window_now = receive_window(s);
+  if (2 * std::uint64_t{rcv_window_now} > s.window_clamp) {
+    return false;
+  }
+  const std::uint32_t new_window = select_window(s);
+  return new_window != 0 && new_window >= 2 * std::uint64_t{rcv_window_now};
 }
 
 // tcp_cleanup_rbuf(), both versions. With an ACK scheduled (the model's delayed ACK is armed):
@@ -631,9 +816,7 @@ void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s, bool copied) {
       s.delack_armed &&
       (over_one_mss_unacked(s) ||
        (copied && (s.ack_pushed2 || (s.ack_pushed && !pingpong)) && drained));
-  const std::uint32_t now_wnd = window_now(s);
-  if (time_to_ack ||
-      (copied && now_wnd >= 2 * s.last_adv_wnd && now_wnd >= 2 * s.params.mss)) {
+  if (time_to_ack || (copied && window_update(net, s))) {
     tcp_send_ack(net, ctx, s);
   }
 }
@@ -678,6 +861,7 @@ void run_backlog(Net& net, TcpSock& s) {
     net.charge(ctx, &skb, {.sym = Sym::kTcpV4DoRcv});
     tcp_rcv(net, ctx, s, skb, (meta(skb).flags & kFlagVerified) != 0);
   }
+  s.backlog_len = 0;  // zeroed once the loop is done, not per skb
   s.in_release = false;
 }
 
@@ -839,13 +1023,33 @@ void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
   }
   snd.route_caps = caps;
   const std::uint32_t mss = snd.params.mss;
-  // Receive windows: tcp_win_from_space with tcp_adv_win_scale 2 (2.6.20) or 1 (6.x).
-  rcv.rcv_wnd = net.v2620() ? rcv.params.rcvbuf - rcv.params.rcvbuf / 4 : rcv.params.rcvbuf / 2;
+  // Receive windows. 2.6.20: tcp_win_from_space with tcp_adv_win_scale 2. 6.x: rcv_wscale from
+  // tcp_rmem[2] (tcp_select_initial_window); tcp_init_buffer_space's window_clamp, the full
+  // space less one segment it reserves, with scaling_ratio still at its default (half); the
+  // window offered up to rcv_ssthresh, which starts there.
+  if (net.v2620()) {
+    rcv.rcv_wnd = rcv.params.rcvbuf - rcv.params.rcvbuf / 4;
+  } else {
+    const int ilog2 = std::bit_width(static_cast<std::uint64_t>(tcp_rmem_max(rcv))) - 1;
+    rcv.rcv_wscale = static_cast<std::uint32_t>(std::clamp(ilog2 - 15, 0, 14));  // TCP_MAX_WSCALE
+    const auto maxwin = static_cast<std::uint32_t>(win_from_space(rcv, rcv.params.rcvbuf));
+    rcv.window_clamp = maxwin;
+    if (maxwin > 2 * mss) {
+      rcv.window_clamp = std::max(2 * mss, maxwin - mss);
+    }
+    rcv.rcv_ssthresh = rcv.window_clamp;
+    rcv.rcv_wnd = static_cast<std::uint32_t>(wscale_align(rcv, rcv.rcv_ssthresh));
+    rcv.last_adv_wnd = rcv.rcv_wnd;
+  }
   snd.snd_wnd = rcv.rcv_wnd;
   // tcp_initialize_rcv_mss: min(advmss, mss, rcv_wnd / 2, TCP_MSS_DEFAULT), at least TCP_MIN_MSS
   rcv.rcv_mss = std::max(kTcpMinMss, std::min({kTcpMssDefault, rcv.params.mss, rcv.rcv_wnd / 2}));
   snd.size_goal = (caps & feat::kTso) != 0 ? std::max(mss, std::min(65160U, snd.snd_wnd / 2) / mss * mss)
                                            : mss;
+}
+
+void tcp_warmed_up(TcpSock& s) {
+  s.ssthresh_grown = false;
 }
 
 void tcp_start_sender(Net& net, TcpSock& s) {
@@ -982,6 +1186,7 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
       meta(skb).flags |= kFlagVerified;
     }
     s.backlog.push_back(skb);
+    s.backlog_len += skb.truesize();  // sk_add_backlog
     queue_release(net, s);
     return;
   }

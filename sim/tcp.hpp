@@ -11,13 +11,15 @@
 // an earlier clone is still in flight) and keeps the original on the write queue until ACKed.
 // Receiver: checksum verification where the version does it, copy to user (2.6.20: fused
 // copy-and-checksum into a waiting reader when the checksum is unverified), delayed ACKs (one per
-// two full segments, else a 40 ms timer).
+// two full segments, else a 40 ms timer), and the window each ACK offers (2.6.20: bytes unread;
+// 6.x: memory, scaled by len/truesize and capped by rcv_ssthresh, see tcp.cpp).
 //
 // Not modelled: loss and retransmission (scenarios keep queues within their limits; a drop of data
 // is counted and reported), slow start (the window is the steady state: the smaller of the
-// receiver's window and the send buffer), SACK, timestamps' content (their 12 bytes are in the
-// 32-byte header). Nagle is Minshall's variant (tcp_nagle_check, both versions): a sub-MSS tail
-// waits only while an earlier sub-MSS segment is unacknowledged.
+// receiver's window and the send buffer), 6.x receive-buffer autotuning (sk_rcvbuf is rcvbuf),
+// SACK, timestamps' content (their 12 bytes are in the 32-byte header). Nagle is Minshall's variant
+// (tcp_nagle_check, both versions): a sub-MSS tail waits only while an earlier sub-MSS segment is
+// unacknowledged.
 //
 // Every socket is full duplex: data segments carry the ACK of what the socket has received
 // (tcp_transmit_skb fills th->ack_seq; tcp_event_ack_sent cancels a pending delayed ACK), so
@@ -102,9 +104,20 @@ struct TcpSock {
   // receiver
   std::uint32_t rcv_nxt = 0;
   std::uint32_t copied_seq = 0;
-  std::uint32_t rcv_wnd = 0;
-  std::uint32_t last_adv_wnd = 0;  // the window the last ACK advertised
+  std::uint32_t rcv_wnd = 0;       // 2.6.20: the window the buffer holds (tcp_win_from_space)
+  std::uint32_t last_adv_wnd = 0;  // the window the last ACK advertised (6.x: tp->rcv_wnd)
   std::uint32_t rcv_wup = 0;       // rcv_nxt when the last ACK went out (tcp_select_window)
+  // 6.x: what __tcp_select_window offers. Free space counts memory, not bytes: tcp_space() is
+  // tcp_win_from_space(sk_rcvbuf - sk_rmem_alloc), i.e. scaled by scaling_ratio (len/truesize
+  // of the first full-sized skb tcp_measure_rcv_mss sees, in 256ths; 128 until then). The offer
+  // is capped by rcv_ssthresh, which tcp_grow_window raises while an arriving skb leaves more
+  // space than it, and rounded up to 1 << rcv_wscale.
+  std::uint32_t scaling_ratio = 128;  // TCP_DEFAULT_SCALING_RATIO
+  std::uint32_t window_clamp = 0;
+  std::uint32_t rcv_ssthresh = 0;
+  std::uint32_t rcv_wscale = 0;
+  bool ssthresh_grown = false;  // false: the next skb queued sets rcv_ssthresh (tcp_grow_window)
+  bool quickack = false;        // icsk_ack.quick (tcp_grow_window sets it to 1)
   // icsk_ack: the peer's MSS as the receiver guesses it (tcp_initialize_rcv_mss, then
   // tcp_measure_rcv_mss), the size of the last short segment, and the PUSHED flags a short or
   // pushed segment sets until the next ACK (tcp_event_ack_sent clears icsk_ack.pending).
@@ -131,6 +144,7 @@ struct TcpSock {
   // CPU still holds the socket while that softirq runs (dev_queue_xmit's local_bh_enable() runs
   // it inside the call): `in_bh`, until release_sock.
   SkbQueue backlog;
+  std::int64_t backlog_len = 0;  // sk_backlog.len: truesize added since __release_sock last ended
   bool release_pending = false;
   bool in_release = false;
   bool in_bh = false;
@@ -155,6 +169,9 @@ struct TcpSock {
 void tcp_connect(Net& net, TcpSock& sender, TcpSock& receiver);
 // The netperf sender loop: send(send_size) until blocked or to_send is exhausted.
 void tcp_start_sender(Net& net, TcpSock& sock);
+// The warm-up is over: 6.x rcv_ssthresh starts anew from the next skb queued (see
+// tcp_grow_window in tcp.cpp: what stands for the kernel's receive-buffer autotuning).
+void tcp_warmed_up(TcpSock& sock);
 // TCP_RR: the client's first request (each later one follows the previous response).
 void tcp_start_rr(Net& net, TcpSock& client);
 // tcp_v4_rcv: an skb delivered to the socket (data for the receiver, ACKs for the sender).

@@ -66,9 +66,7 @@ HeadSize size_head(const KernelModel& k, std::uint32_t size) noexcept {
 }
 
 std::uint32_t truesize_for(const KernelModel& k, std::uint32_t end) noexcept {
-  // 2.6.20: size + sizeof(struct sk_buff); 6.x SKB_TRUESIZE(size).
-  return k.shinfo_in_truesize ? end + k.data_align(k.sk_buff_bytes) + k.data_align(k.shinfo_bytes)
-                              : end + k.sk_buff_bytes;
+  return k.skb_truesize(end);
 }
 
 DataBuf* alloc_head(OpCtx& ctx, const HeadSize& hs, bool traced, std::uint64_t skb_id) {

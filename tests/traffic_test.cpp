@@ -395,6 +395,46 @@ TEST(DelayedAck, AReadThatDrainsAPushedSegmentAcksItOn6xNot2620) {
   }
 }
 
+// 6.x __tcp_ack_snd_check ACKs data at once when more than an MSS is unacknowledged and
+// __tcp_select_window() is not below the window last advertised. That window is memory, not
+// bytes: tcp_space() scales sk_rcvbuf - sk_rmem_alloc by scaling_ratio (len/truesize), and the
+// offer is capped by rcv_ssthresh, which tcp_grow_window raises only while an arrival leaves more
+// space than it. When the reader drains the queue between writes, rcv_ssthresh settles at the
+// space a write's first 64 KB skb leaves, so that skb offers exactly the window last advertised
+// and the softirq ACKs it; the reader's tcp_cleanup_rbuf ACKs the rest: two ACKs per 128 KB write
+// at 1000 Mbit/s. The kernel's (skbsim measure, direct, defaults): 1.94 per write, and bpftrace
+// on tcp:tcp_rcvbuf_grow showed rcv_ssthresh one 64 KB skb's window under window_clamp. With
+// the window in bytes (2.6.20's rule, as the model had it for 6.x too) the first skb shrinks it
+// and each write got one ACK.
+TEST(ReceiveWindow6x, AWritesFirstSkbAfterADrainIsAckedAtOnce_tcp_grow_window) {
+  const RunResult r = run_scenario(measured_vm("direct-on-1000mbps", 0.06, 0.02));
+  const HostResult& h = r.hosts.front();
+  const double writes = static_cast<double>(cell(h, Sym::kTcpSendmsg).calls);
+  ASSERT_GT(writes, 40.0);
+  const double reads = static_cast<double>(cell(h, Sym::kTcpRecvmsg).calls);
+  const double acks = static_cast<double>(cell(h, Sym::kTcpSendAck).calls);
+  EXPECT_GT(acks / writes, 1.8);
+  EXPECT_LT(acks / writes, 2.2);
+  EXPECT_LT(reads / writes, 2.5) << "the reader drains each write in a call or two";
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+}
+
+// skb_segment counts each segment's payload in its truesize ("nskb->truesize +=
+// nskb->data_len"), page frags included, so the receiver's len/truesize (tcp_measure_rcv_mss's
+// scaling_ratio) is under one, and a segment merged into the receive queue's tail
+// (tcp_try_coalesce) charges the socket its payload. With the frags left out of truesize, the
+// segments a veth without checksum offload delivers (SG: payload in frags) charged nothing as
+// they merged, the free space never shrank, and __tcp_ack_snd_check ACKed each at once.
+TEST(ReceiveWindow6x, SegmentsCountTheirPayloadInTruesize_skb_segment) {
+  const RunResult r = run_scenario(measured_vm("direct-csum-off-1000mbps", 0.06, 0.02));
+  const HostResult& h = r.hosts.front();
+  ASSERT_GT(cell(h, Sym::kSkbSegment).calls, 1000U);
+  const double writes = static_cast<double>(cell(h, Sym::kTcpSendmsg).calls);
+  ASSERT_GT(writes, 40.0);
+  EXPECT_LT(static_cast<double>(cell(h, Sym::kTcpSendAck).calls) / writes, 4.0);
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+}
+
 // try_to_wake_up of a reader on another CPU: an IPI only when that CPU sits idle
 // (ttwu_queue_wakelist / 2.6.20 resched_task), never for a task on the waker's own CPU; every
 // wake-up of a sleeping process costs two context switches.
@@ -701,8 +741,9 @@ TEST(SocketBacklog, PureAcksMergeIntoTheBacklogTailOn6xOnly) {
 // call's end they are about one (those the softirq takes between calls, when the socket is free,
 // come on top). The costs are the starting preset's (modern-2core.json), which no fit moves: how
 // many ACKs the softirq takes between calls depends on them (1.01 to 1.42 per call across the
-// fitted presets), and with these the mechanism stands out: 1.01-1.06 per call, 1.72-1.75 with
-// release_sock run inside the call (checked by disabling release_owed).
+// fitted presets), and with these the mechanism stands out: 1.01 (direct) and 1.21 (forward, whose
+// receiver's softirq ACKs the first skb after each drain: 6.x rcv_ssthresh) per call, 1.51-1.54
+// with release_sock run inside the call (checked by disabling release_owed).
 TEST(SocketBacklog, TheSendersAcksWaitForTheCallsReleaseSock) {
   const CostModel start =
       CostPreset::load(std::string(SKBSIM_SOURCE_DIR) + "/scenarios/models/modern-2core.json",
@@ -715,7 +756,7 @@ TEST(SocketBacklog, TheSendersAcksWaitForTheCallsReleaseSock) {
     const HostResult& h = r.hosts.front();
     const double calls = static_cast<double>(cell(h, Sym::kTcpSendmsg).calls);
     ASSERT_GT(calls, 50.0) << name;
-    EXPECT_LT(static_cast<double>(cell(h, Sym::kTcpAck).calls) / calls, 1.2) << name;
+    EXPECT_LT(static_cast<double>(cell(h, Sym::kTcpAck).calls) / calls, 1.35) << name;
     EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
   }
 }

@@ -76,6 +76,12 @@ struct KernelModel {
   std::uint32_t data_align(std::uint32_t x) const noexcept {
     return (x + cache_line_bytes - 1) & ~(cache_line_bytes - 1);
   }
+  // The truesize of an skb whose head has `end` usable bytes: 6.x SKB_TRUESIZE(end), 2.6.20
+  // end + sizeof(struct sk_buff).
+  std::uint32_t skb_truesize(std::uint32_t end) const noexcept {
+    return shinfo_in_truesize ? end + data_align(sk_buff_bytes) + data_align(shinfo_bytes)
+                              : end + sk_buff_bytes;
+  }
   // The size of the kmalloc object a request of `bytes` gets (the general cache it lands in;
   // 6.x kmalloc_size_roundup, including page-allocator sizes past the largest cache).
   std::uint32_t kmalloc_size(std::uint32_t bytes) const noexcept;
