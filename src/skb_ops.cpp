@@ -65,10 +65,6 @@ HeadSize size_head(const KernelModel& k, std::uint32_t size) noexcept {
   return {alloc - shinfo, alloc, false};
 }
 
-std::uint32_t truesize_for(const KernelModel& k, std::uint32_t end) noexcept {
-  return k.skb_truesize(end);
-}
-
 DataBuf* alloc_head(OpCtx& ctx, const HeadSize& hs, bool traced, std::uint64_t skb_id) {
   DataBuf* b = ctx.pool.take_buf();
   b->end = hs.end;
@@ -274,7 +270,7 @@ Skb* alloc_skb_impl(OpCtx& ctx, std::uint32_t size, bool fclone) {
   const HeadSize hs = size_head(k, size);
   E::buf(*skb) = alloc_head(ctx, hs, false, skb->id());
   E::end(*skb) = hs.end;
-  E::truesize(*skb) = truesize_for(k, hs.end);
+  E::truesize(*skb) = k.skb_truesize(hs.end);
   skb->alloc_cpu = ctx.cpu;
   return skb;
 }
@@ -806,7 +802,7 @@ bool try_coalesce(OpCtx& ctx, Skb& to, Skb& from, std::uint32_t* delta_truesize)
       ts.nr_frags + fs.nr_frags > ctx.kernel.max_skb_frags) {
     return false;
   }
-  const std::uint32_t delta = from.truesize() - truesize_for(ctx.kernel, from.end_offset());
+  const std::uint32_t delta = from.truesize() - ctx.kernel.skb_truesize(from.end_offset());
   const bool from_cloned = from.cloned();
   for (std::uint32_t i = 0; i < fs.nr_frags; ++i) {
     ts.frags[ts.nr_frags++] = fs.frags[i];

@@ -397,7 +397,8 @@ TEST(DelayedAck, AReadThatDrainsAPushedSegmentAcksItOn6xNot2620) {
 
 // 6.x __tcp_ack_snd_check ACKs data at once when more than an MSS is unacknowledged and
 // __tcp_select_window() is not below the window last advertised. That window is memory, not
-// bytes: tcp_space() scales sk_rcvbuf - sk_rmem_alloc by scaling_ratio (len/truesize), and the
+// bytes: tcp_space() scales what sk_rcvbuf has not charged (sk_rmem_alloc, sk_backlog.len) by
+// scaling_ratio (len/truesize), and the
 // offer is capped by rcv_ssthresh, which tcp_grow_window raises only while an arrival leaves more
 // space than it. When the reader drains the queue between writes, rcv_ssthresh settles at the
 // space a write's first 64 KB skb leaves, so that skb offers exactly the window last advertised
