@@ -31,6 +31,12 @@ std::uint32_t window_now(const TcpSock& s) {
 // tcp_grow_window). The model keeps sk_rcvbuf at the flow's rcvbuf (no tcp_rcv_space_adjust) and
 // leaves out what only memory pressure changes.
 
+// tp->advmss: the MSS this end announced, without the timestamp option's 12 bytes that the
+// model's mss (mss_cache) has taken off.
+std::uint32_t advmss(const TcpSock& s) {
+  return s.params.mss + kTcpHeader - 20;
+}
+
 // tcp_rmem[2], which sizes rcv_wscale (tcp_select_initial_window) and bounds __tcp_grow_window:
 // the flow's rcvbuf when larger (a measured flow's rcvbuf is its host's tcp_rmem[2]), else the
 // default tcp_init() sets on any machine with memory to spare, 6 MB.
@@ -143,7 +149,7 @@ void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
   }
   std::int64_t incr = 0;
   if (win_from_space(s, truesize) <= len) {
-    incr = 2 * static_cast<std::int64_t>(s.params.mss);  // 2 * advmss
+    incr = 2 * static_cast<std::int64_t>(advmss(s));
   } else {
     // __tcp_grow_window(): halve both until the skb's window fits its length
     std::int64_t t = win_from_space(s, truesize) >> 1;
@@ -354,11 +360,13 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
     s.last_adv_wnd = m.wnd;
   } else {
     m.wnd = tcp_select_window(s);
-    // tcp_event_ack_sent -> tcp_dec_quickack_mode: an ACK of new data uses up the one quick ACK
-    if (s.rcv_nxt != s.rcv_wup) {
+    // tcp_event_ack_sent -> tcp_dec_quickack_mode: an ACK sent while one is scheduled uses up
+    // the one quick ACK
+    if (s.ack_sched) {
       s.quickack = false;
     }
   }
+  s.ack_sched = false;
   s.rcv_wup = s.rcv_nxt;
   s.ack_pushed = s.ack_pushed2 = false;
   s.delack_armed = false;
@@ -725,7 +733,12 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
     m.flags |= kFlagVerified;
   }
   if (m.seq != s.rcv_nxt) {
+    // tcp_data_queue_ofo: tcp_grow_window (SACK on) before skb_set_owner_r charges the skb
+    if (!net.v2620()) {
+      tcp_grow_window(net, s, skb, false);
+    }
     ops::set_owner_r(o, skb, s.sk);
+    s.ack_sched = true;
     // tcp_data_queue_ofo: an skb that overtook an earlier one (sent from another CPU, whose
     // backlog ran first) waits in sequence order for the hole to fill, and the receiver ACKs at
     // once (__tcp_ack_snd_check: out-of-order data). Loss, SACK and retransmission are not
@@ -736,13 +749,11 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
       ++it;
     }
     s.ofo_queue.insert(it, skb);
-    if (!net.v2620()) {
-      tcp_grow_window(net, s, skb, false);
-    }
     tcp_send_ack(net, ctx, s);
     return;
   }
   s.rcv_nxt = m.end_seq;
+  s.ack_sched = true;  // tcp_event_data_recv: inet_csk_schedule_ack
   measure_rcv_mss(net, s, skb);
   const bool merged = tcp_queue_rcv(net, ctx, s, skb);
   if (!merged) {
@@ -861,8 +872,13 @@ void run_backlog(Net& net, TcpSock& s) {
     net.charge(ctx, &skb, {.sym = Sym::kTcpV4DoRcv});
     tcp_rcv(net, ctx, s, skb, (meta(skb).flags & kFlagVerified) != 0);
   }
-  s.backlog_len = 0;  // zeroed once the loop is done, not per skb
   s.in_release = false;
+  // The loop is done: sk_backlog.len goes back to 0, not per skb. (The kernel's loop also takes
+  // what arrives while it runs; the model's release_sock takes that in a pass of its own, which
+  // starts from 0.) tcp_backlog_ack_defer, which holds an ACK due inside the loop for
+  // tcp_release_cb, is left out: sk_backlog.len keeps the window shrunk inside the loop, and
+  // modelling it moved no figure.
+  s.backlog_len = 0;
 }
 
 // The same recv() once the task that copied has run: what arrived meanwhile waits on the backlog
@@ -1033,9 +1049,10 @@ void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
     const int ilog2 = std::bit_width(static_cast<std::uint64_t>(tcp_rmem_max(rcv))) - 1;
     rcv.rcv_wscale = static_cast<std::uint32_t>(std::clamp(ilog2 - 15, 0, 14));  // TCP_MAX_WSCALE
     const auto maxwin = static_cast<std::uint32_t>(win_from_space(rcv, rcv.params.rcvbuf));
+    const std::uint32_t adv = advmss(rcv);
     rcv.window_clamp = maxwin;
-    if (maxwin > 2 * mss) {
-      rcv.window_clamp = std::max(2 * mss, maxwin - mss);
+    if (maxwin > 2 * adv) {
+      rcv.window_clamp = std::max(2 * adv, maxwin - adv);
     }
     rcv.rcv_ssthresh = rcv.window_clamp;
     rcv.rcv_wnd = static_cast<std::uint32_t>(wscale_align(rcv, rcv.rcv_ssthresh));

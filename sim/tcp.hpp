@@ -118,6 +118,7 @@ struct TcpSock {
   std::uint32_t rcv_wscale = 0;
   bool ssthresh_grown = false;  // false: the next skb queued sets rcv_ssthresh (tcp_grow_window)
   bool quickack = false;        // icsk_ack.quick (tcp_grow_window sets it to 1)
+  bool ack_sched = false;       // inet_csk_ack_scheduled: data arrived since the last ACK
   // icsk_ack: the peer's MSS as the receiver guesses it (tcp_initialize_rcv_mss, then
   // tcp_measure_rcv_mss), the size of the last short segment, and the PUSHED flags a short or
   // pushed segment sets until the next ACK (tcp_event_ack_sent clears icsk_ack.pending).
