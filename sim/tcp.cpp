@@ -121,13 +121,14 @@ std::uint32_t tcp_select_window(TcpSock& s) {
 // emptiest arrival: one skb's window under the clamp when the reader drains the queue between
 // arrivals, which makes the first skb after a drain offer exactly the window last advertised and
 // be ACKed at once (__tcp_ack_snd_check).
-// The model has neither slow start (tcp.hpp) nor receive-buffer autotuning. In the kernel
-// tcp_rcv_space_adjust raises sk_rcvbuf and window_clamp every few round trips while a stream
-// speeds up, and rcv_ssthresh grows anew each time, so it reflects the recent arrivals only. The
-// model's sk_rcvbuf is fixed; instead the first skb queued, and the first after the warm-up
-// (tcp_warmed_up), set rcv_ssthresh to where that growth stops, the space left after it: the
-// start's transient (a reader still awake, which empties the queue before a write's tail lands)
-// does not stay in it.
+// The model has neither slow start (tcp.hpp) nor receive-buffer autotuning: it starts in the
+// steady state, where the kernel's rcv_ssthresh has grown to that limit (tcp_rcv_space_adjust
+// stops raising sk_rcvbuf within the stream's first seconds; bpftrace on tcp_rcvbuf_grow then
+// shows rcv_ssthresh one skb's window under the clamp). So the first skb queued sets
+// rcv_ssthresh to where the growth stops, the space left after it, and so does the first after
+// the warm-up (tcp_warmed_up): the model's own start, whose reader is still awake and may empty
+// the queue before a write's sub-MSS tail lands (in the steady state it wakes after a whole write
+// has arrived), must not leave rcv_ssthresh above that for the rest of the run.
 void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
   const std::int64_t space = std::min<std::int64_t>(s.window_clamp, tcp_space(s));
   if (!s.ssthresh_grown) {

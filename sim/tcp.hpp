@@ -171,7 +171,7 @@ void tcp_connect(Net& net, TcpSock& sender, TcpSock& receiver);
 // The netperf sender loop: send(send_size) until blocked or to_send is exhausted.
 void tcp_start_sender(Net& net, TcpSock& sock);
 // The warm-up is over: 6.x rcv_ssthresh starts anew from the next skb queued (see
-// tcp_grow_window in tcp.cpp: what stands for the kernel's receive-buffer autotuning).
+// tcp_grow_window in tcp.cpp: the model's start is not the kernel's).
 void tcp_warmed_up(TcpSock& sock);
 // TCP_RR: the client's first request (each later one follows the previous response).
 void tcp_start_rr(Net& net, TcpSock& client);
