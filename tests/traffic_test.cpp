@@ -91,6 +91,11 @@ ScenarioSpec measured_vm(const std::string& name, double duration_s, double warm
   return s;
 }
 
+// How many times the host called `s`, as a double for ratios.
+double ncalls(const HostResult& h, Sym s) {
+  return static_cast<double>(cell(h, s).calls);
+}
+
 double per_segment(const RunResult& r, std::uint64_t n) {
   return static_cast<double>(n) / static_cast<double>(r.segments);
 }
@@ -237,8 +242,7 @@ TEST(TcpRr, OneTransactionInFlightWithPiggybackedAcks) {
   const HostResult& a = host(r, "A");
   const HostResult& b = host(r, "B");
   EXPECT_LE(cell(a, Sym::kTcpSendAck).calls + cell(b, Sym::kTcpSendAck).calls, 2U);
-  EXPECT_NEAR(static_cast<double>(cell(a, Sym::kPskbExpandHead).calls),
-              static_cast<double>(r.transactions), 2.0);
+  EXPECT_NEAR(ncalls(a, Sym::kPskbExpandHead), static_cast<double>(r.transactions), 2.0);
   EXPECT_NEAR(r.transactions_per_s, static_cast<double>(r.transactions) / 0.03, 1e-6);
 }
 
@@ -410,10 +414,10 @@ TEST(DelayedAck, AReadThatDrainsAPushedSegmentAcksItOn6xNot2620) {
 TEST(ReceiveWindow6x, AWritesFirstSkbAfterADrainIsAckedAtOnce_tcp_grow_window) {
   const RunResult r = run_scenario(measured_vm("direct-on-1000mbps", 0.06, 0.02));
   const HostResult& h = r.hosts.front();
-  const double writes = static_cast<double>(cell(h, Sym::kTcpSendmsg).calls);
+  const double writes = ncalls(h, Sym::kTcpSendmsg);
   ASSERT_GT(writes, 40.0);
-  const double reads = static_cast<double>(cell(h, Sym::kTcpRecvmsg).calls);
-  const double acks = static_cast<double>(cell(h, Sym::kTcpSendAck).calls);
+  const double reads = ncalls(h, Sym::kTcpRecvmsg);
+  const double acks = ncalls(h, Sym::kTcpSendAck);
   EXPECT_GT(acks / writes, 1.8);
   EXPECT_LT(acks / writes, 2.2);
   EXPECT_LT(reads / writes, 2.5) << "the reader drains each write in a call or two";
@@ -430,9 +434,9 @@ TEST(ReceiveWindow6x, SegmentsCountTheirPayloadInTruesize_skb_segment) {
   const RunResult r = run_scenario(measured_vm("direct-csum-off-1000mbps", 0.06, 0.02));
   const HostResult& h = r.hosts.front();
   ASSERT_GT(cell(h, Sym::kSkbSegment).calls, 1000U);
-  const double writes = static_cast<double>(cell(h, Sym::kTcpSendmsg).calls);
+  const double writes = ncalls(h, Sym::kTcpSendmsg);
   ASSERT_GT(writes, 40.0);
-  EXPECT_LT(static_cast<double>(cell(h, Sym::kTcpSendAck).calls) / writes, 4.0);
+  EXPECT_LT(ncalls(h, Sym::kTcpSendAck) / writes, 4.0);
   EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
 }
 
@@ -579,10 +583,10 @@ TEST(DeferredFree, ANicsPollFreesWhatTheReaderHandedBack_net_rx_action) {
   }
   const RunResult r = run_scenario(s);
   const HostResult& b = host(r, "B");
-  const double attempts = static_cast<double>(cell(b, Sym::kSkbAttemptDeferFree).calls);
+  const double attempts = ncalls(b, Sym::kSkbAttemptDeferFree);
   ASSERT_GT(attempts, 100.0);
-  EXPECT_GT(static_cast<double>(cell(b, Sym::kConsumeSkb).calls), 0.9 * attempts);
-  EXPECT_LT(static_cast<double>(cell(b, Sym::kKickDeferListPurge).calls), 0.005 * attempts);
+  EXPECT_GT(ncalls(b, Sym::kConsumeSkb), 0.9 * attempts);
+  EXPECT_LT(ncalls(b, Sym::kKickDeferListPurge), 0.005 * attempts);
   EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
 }
 
@@ -625,7 +629,7 @@ TEST(TcpRecvmsg, ABlockingCallGoesOnWhileTheBacklogFillsAndAcksOnceAtItsEnd) {
   const HostResult& h = r.hosts.front();
   ASSERT_GT(r.segments, 1000U);
   const double segs = static_cast<double>(r.segments);
-  const double calls = static_cast<double>(cell(h, Sym::kTcpRecvmsg).calls);
+  const double calls = ncalls(h, Sym::kTcpRecvmsg);
   EXPECT_GT(segs / calls, 30.0);  // most of a push's 45 segments in one call
   EXPECT_LE(cell(h, Sym::kTcpSendAck).calls, cell(h, Sym::kTcpRecvmsg).calls * 3 / 2 + 2);
   EXPECT_GT(cell(h, Sym::kSkAddBacklog).calls, 1000U);  // the data waited on the backlog
@@ -676,9 +680,9 @@ TEST(SocketBacklog, ReleaseSockTakesInWhatArrivesWhileItRunsBeforeTheNextRead) {
                                                true));
   const HostResult& h = r.hosts.front();
   ASSERT_GT(r.segments, 1000U);
-  const double wakes = static_cast<double>(cell(h, Sym::kScheduleWakeup).calls);
+  const double wakes = ncalls(h, Sym::kScheduleWakeup);
   ASSERT_GT(wakes, 10.0);
-  const double calls = static_cast<double>(cell(h, Sym::kTcpRecvmsg).calls);
+  const double calls = ncalls(h, Sym::kTcpRecvmsg);
   EXPECT_GT(calls / wakes, 2.8);
   EXPECT_LT(calls / wakes, 3.8);
   EXPECT_GT(static_cast<double>(r.segments) / wakes, 30.0);  // a wake-up per push of ~45
@@ -722,13 +726,13 @@ TEST(SocketBacklog, DeliveriesWhileTheCallHoldsTheSocketWaitForReleaseSock) {
 TEST(SocketBacklog, PureAcksMergeIntoTheBacklogTailOn6xOnly) {
   const RunResult r = run_scenario(measured_vm("direct-off-unlimited", 0.02, 0.005));
   const HostResult& h = r.hosts.front();
-  const double backlogged = static_cast<double>(cell(h, Sym::kSkAddBacklog).calls);
-  const double received = static_cast<double>(cell(h, Sym::kTcpV4DoRcv).calls);
+  const double backlogged = ncalls(h, Sym::kSkAddBacklog);
+  const double received = ncalls(h, Sym::kTcpV4DoRcv);
   // (up to a push's worth, 45 segments, may wait in a backlog at either edge of the window)
   const double merged = backlogged - received;
   EXPECT_GT(merged, 50.0);
-  EXPECT_LT(merged, static_cast<double>(cell(h, Sym::kTcpSendAck).calls));  // not all ACKs
-  EXPECT_GE(static_cast<double>(cell(h, Sym::kSkbTryCoalesce).calls), merged - 50.0);
+  EXPECT_LT(merged, ncalls(h, Sym::kTcpSendAck));  // not all ACKs
+  EXPECT_GE(ncalls(h, Sym::kSkbTryCoalesce), merged - 50.0);
   EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
   const RunResult old = run_scenario(container2620());
   EXPECT_EQ(cell(host(old, "A"), Sym::kSkbTryCoalesce).calls, 0U);
@@ -755,9 +759,9 @@ TEST(SocketBacklog, TheSendersAcksWaitForTheCallsReleaseSock) {
     spec.cost = start;
     const RunResult r = run_scenario(spec);
     const HostResult& h = r.hosts.front();
-    const double calls = static_cast<double>(cell(h, Sym::kTcpSendmsg).calls);
+    const double calls = ncalls(h, Sym::kTcpSendmsg);
     ASSERT_GT(calls, 50.0) << name;
-    EXPECT_LT(static_cast<double>(cell(h, Sym::kTcpAck).calls) / calls, 1.35) << name;
+    EXPECT_LT(ncalls(h, Sym::kTcpAck) / calls, 1.35) << name;
     EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
   }
 }
@@ -776,9 +780,9 @@ TEST(SocketBacklog, A6xSendOfMoreThan16SkbsFlushesItsBacklog) {
   }
   const RunResult r = run_scenario(big);
   const HostResult& h = r.hosts.front();
-  const double calls = static_cast<double>(cell(h, Sym::kTcpSendmsg).calls);
+  const double calls = ncalls(h, Sym::kTcpSendmsg);
   ASSERT_GT(calls, 10.0);
-  EXPECT_GT(static_cast<double>(cell(h, Sym::kTcpAck).calls) / calls, 2.3);
+  EXPECT_GT(ncalls(h, Sym::kTcpAck) / calls, 2.3);
   EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
   EXPECT_EQ(r.total_bytes_sent, r.total_bytes_received + r.total_bytes_dropped);
 }
@@ -806,12 +810,12 @@ TEST(SocketBacklog, OnePathDeliversInOrder) {
 TEST(TcpSendmsg, AFullSkbIsPushedAndDeliveredBeforeTheNextIsFilled) {
   const RunResult r = run_scenario(measured_vm("direct-off-unlimited", 0.02, 0.005));
   const HostResult& h = r.hosts.front();
-  const double sends = static_cast<double>(cell(h, Sym::kSysSendto).calls);
+  const double sends = ncalls(h, Sym::kSysSendto);
   ASSERT_GT(sends, 10.0);
-  const double pushes = static_cast<double>(cell(h, Sym::kSkbGsoSegment).calls);
+  const double pushes = ncalls(h, Sym::kSkbGsoSegment);
   EXPECT_GT(pushes / sends, 1.6);
   EXPECT_LT(pushes / sends, 2.4);
-  const double wakes = static_cast<double>(cell(h, Sym::kScheduleWakeup).calls);
+  const double wakes = ncalls(h, Sym::kScheduleWakeup);
   EXPECT_GE(wakes / sends, 0.8);  // the reader sleeps at least once per send()
 }
 
