@@ -53,7 +53,7 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "csum_bytes_per_ns",
                            "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us",
                            "idle_wake_blocked_us", "halt_poll_max_us", "idle_wake_spread",
-                           "idle_poll_us", "syscall_us", "ipi_send_us",
+                           "idle_poll_us", "idle_poll_wake_us", "syscall_us", "ipi_send_us",
                            "idle_exit_blocked_us"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
@@ -80,6 +80,14 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   }
   if (const auto w = cpu.optional_child("idle_poll_us")) {
     p.idle_poll_us_ = valued(*w, 0, 1000);
+  }
+  if (const auto w = cpu.optional_child("idle_poll_wake_us")) {
+    if (!cpu.optional_child("idle_poll_us")) {
+      w->fail(
+          "expected \"idle_poll_us\" with \"idle_poll_wake_us\" (the latency of a wake-up "
+          "that finds the CPU still polling), got no polling window");
+    }
+    p.idle_poll_wake_us_ = valued(*w, 0, 10000);
   }
   if (const auto w = cpu.optional_child("syscall_us")) {
     p.syscall_us_ = valued(*w, 0, 1000);
@@ -157,6 +165,7 @@ CostModel CostPreset::model() const {
   m.halt_poll_max_ps = std::llround(halt_poll_max_us_ * 1e6);
   m.idle_wake_spread = idle_wake_spread_;
   m.idle_poll_ps = std::llround(idle_poll_us_ * 1e6);
+  m.idle_poll_wake_ps = std::llround(idle_poll_wake_us_ * 1e6);
   m.syscall_ps = std::llround(syscall_us_ * 1e6);
   m.call_ps[index(Sym::kSyscall)] = m.syscall_ps;
   if (ipi_send_us_ > 0) {

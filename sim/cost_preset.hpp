@@ -66,6 +66,7 @@ class CostPreset {
   double halt_poll_max_us_ = 0;
   double idle_wake_spread_ = 0;
   double idle_poll_us_ = 0;
+  double idle_poll_wake_us_ = 0;
   double syscall_us_ = 0;
   double ipi_send_us_ = 0;  // 0: smp_send_reschedule's cycles
   double idle_exit_blocked_us_ = 0;

@@ -304,8 +304,9 @@ void Net::defer_free(ExecCtx& ctx) {
                            if (!polling) {
                              charge(here, Sym::kSendIpi);
                            }
-                           // A halted vCPU takes the IPI after the preset's wake-up latency.
-                           const Time latency = to.idle() && !polling ? idle_wake_latency(to) : 0;
+                           // A halted vCPU takes the IPI after the preset's wake-up latency; a
+                           // polling one leaves its idle loop after idle_poll_wake_us.
+                           const Time latency = to.idle() ? idle_wake_latency(to, polling) : 0;
                            engine().after_task([this, &to, &sn, latency, polling] {
                              engine().at(engine().now() + latency, [this, &to, &sn, polling] {
                                to.submit({sn.ctx.get(), [this, &to, &sn, polling] {
@@ -349,8 +350,11 @@ DevCounters::Side DevCounters::Side::since(const Side& earlier) const noexcept {
 void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   charge(from, Sym::kScheduleWakeup);
   // ttwu_queue_wakelist -> send_call_function_single_ipi: no IPI to a CPU still polling in its
-  // idle loop (set_nr_if_polling; sched:sched_wake_idle_without_ipi), which runs the task at once.
-  const bool ipi = &from.cpu() != &to.cpu() && to.cpu().idle() && !still_polling(to.cpu());
+  // idle loop (set_nr_if_polling; sched:sched_wake_idle_without_ipi), which leaves the loop and
+  // runs the task after the preset's idle_poll_wake_us.
+  const bool remote_idle = &from.cpu() != &to.cpu() && to.cpu().idle();
+  const bool polling = remote_idle && still_polling(to.cpu());
+  const bool ipi = remote_idle && !polling;
   if (ipi) {
     charge(from, Sym::kSendIpi);
   }
@@ -370,7 +374,7 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
       });
     }});
   };
-  const Time latency = ipi ? idle_wake_latency(to.cpu()) : 0;
+  const Time latency = remote_idle ? idle_wake_latency(to.cpu(), polling) : 0;
   if (latency == 0) {
     engine().after_task(std::move(switch_in));
     return;
@@ -380,13 +384,18 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   });
 }
 
-// A halted vCPU woken by an IPI: at once within the host's polling window, else once the host
-// runs its thread again. The window adapts as KVM's does after each halt (update_halt_poll_ns in
+// How long an idle vCPU takes to run what a remote CPU woke it for. One still polling in its idle
+// loop (no IPI) leaves the loop after the preset's idle_poll_wake_us. A halted one woken by an
+// IPI: at idle_wake_us within the host's polling window, else once the host runs its thread
+// again. The window adapts as KVM's does after each halt (update_halt_poll_ns in
 // virt/kvm/kvm_main.c, default parameters: grow x2 from 10 us, shrink /2, halt_poll_ns the
 // maximum): kept after a halt it covered, shrunk after one longer than the maximum, grown after
 // a shorter one it missed.
-Time Net::idle_wake_latency(Cpu& cpu) {
+Time Net::idle_wake_latency(Cpu& cpu, bool polling) {
   const CostModel& m = model_;
+  if (polling) {
+    return spread_latency(m.idle_poll_wake_ps);
+  }
   const Time max = m.halt_poll_max_ps;
   if (max == 0) {
     return spread_latency(m.idle_wake_ps);

@@ -245,9 +245,10 @@ class Net {
   Engine& engine() noexcept { return engine_; }
   SkbPool& pool() noexcept { return pool_; }
   const CostModel& cost_model() const noexcept { return model_; }
-  // The latency of waking `cpu`, idle, by an IPI (CostModel::idle_wake_ps, spread by
-  // idle_wake_spread); adapts its window.
-  Time idle_wake_latency(Cpu& cpu);
+  // The latency of waking `cpu`, idle: still polling, without an IPI (CostModel::
+  // idle_poll_wake_ps), or halted, by an IPI (idle_wake_ps, idle_wake_blocked_ps, adapting the
+  // host's polling window); spread by idle_wake_spread.
+  Time idle_wake_latency(Cpu& cpu, bool polling);
   Patches& patches() noexcept { return patches_; }
 
   // ---- building -------------------------------------------------------------------------------

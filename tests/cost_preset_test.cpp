@@ -285,7 +285,7 @@ TEST(IdleWake, TheHostPollsAfterShortHaltsAndStopsAfterLongOnes) {
     cpu.submit({&ctx, [] {}});
     net.engine().run_until(net.engine().now());
     const Time t = net.engine().now() + halt;
-    net.engine().at(t, [&] { got.push_back(net.idle_wake_latency(cpu) / kPsPerUs); });
+    net.engine().at(t, [&] { got.push_back(net.idle_wake_latency(cpu, false) / kPsPerUs); });
     net.engine().run_until(t);
   };
   for (Time halt_us : {20, 20, 20, 1000, 1000, 20}) {
@@ -308,7 +308,7 @@ TEST(IdleWake, SpreadDrawsALogNormalOfTheLatencysMean) {
     Cpu& cpu = *net.add_host("H", 1, 1).cpus[0];
     std::vector<Time> out;
     for (std::size_t i = 0; i < n; ++i) {
-      out.push_back(net.idle_wake_latency(cpu));
+      out.push_back(net.idle_wake_latency(cpu, false));
     }
     return out;
   };
@@ -431,27 +431,31 @@ TEST(IpiSend, ThePresetsTimeReplacesTheCyclesUnscaled) {
   EXPECT_EQ(p.model().call_ps[index(Sym::kSendIpi)], 15'400'000) << "scaled by call_scale";
 }
 
+// The time from a wake-up at `at` (on CPU 0) until the woken task runs on CPU 1, idle since 0,
+// and the IPIs the waker sent.
+std::pair<Time, std::uint64_t> wake_idle_cpu_at(const CostModel& m, Time at) {
+  Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
+  Host& h = net.add_host("H", 2, 2);
+  ExecCtx& waker = net.add_context(h, "waker", 0, Level::kProcess);
+  ExecCtx& reader = net.add_context(h, "reader", 1, Level::kProcess);
+  Time ran = -1;
+  net.engine().at(at, [&] {
+    h.cpus[0]->submit(
+        {&waker, [&] { net.wake_process(waker, reader, [&] { ran = net.engine().now(); }); }});
+  });
+  net.engine().run_until(at + 100 * kPsPerUs);
+  return {ran - at, waker.ledger().cell(Sym::kSendIpi).calls};
+}
+
 // cpu.idle_poll_us: a CPU that went idle less than that ago still polls (TIF_POLLING_NRFLAG):
-// a remote wake-up sets need_resched without an IPI (set_nr_if_polling) and the woken task runs
-// at once; later, the wake-up sends an IPI and waits out the halted vCPU's latency.
+// a remote wake-up sets need_resched without an IPI (set_nr_if_polling) and, without
+// idle_poll_wake_us, the woken task runs at once; later, the wake-up sends an IPI and waits out
+// the halted vCPU's latency.
 TEST(IdlePoll, AWakeUpWhileTheCpuStillPollsSendsNoIpi) {
   CostModel m;
   m.idle_wake_ps = 20 * kPsPerUs;
   m.idle_poll_ps = 10 * kPsPerUs;
-  const auto wake_at = [&m](Time at) {
-    Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
-    Host& h = net.add_host("H", 2, 2);
-    ExecCtx& waker = net.add_context(h, "waker", 0, Level::kProcess);
-    ExecCtx& reader = net.add_context(h, "reader", 1, Level::kProcess);
-    Time ran = -1;
-    net.engine().at(at, [&] {
-      h.cpus[0]->submit({&waker, [&] {
-                           net.wake_process(waker, reader, [&] { ran = net.engine().now(); });
-                         }});
-    });
-    net.engine().run_until(at + 100 * kPsPerUs);
-    return std::pair{ran - at, waker.ledger().cell(Sym::kSendIpi).calls};
-  };
+  const auto wake_at = [&m](Time at) { return wake_idle_cpu_at(m, at); };
   const auto [soon, soon_ipis] = wake_at(5 * kPsPerUs);  // CPU 1 idle since 0: still polling
   EXPECT_EQ(soon_ipis, 0U);
   EXPECT_GE(soon, 0);
@@ -461,6 +465,42 @@ TEST(IdlePoll, AWakeUpWhileTheCpuStillPollsSendsNoIpi) {
   EXPECT_GE(late, 20 * kPsPerUs);
   m.idle_poll_ps = 0;
   EXPECT_EQ(wake_at(5 * kPsPerUs).second, 1U) << "without the key, every wake-up sends one";
+}
+
+// cpu.idle_poll_wake_us: on a VM a polling CPU still takes time to leave its idle loop and run the
+// woken task (bpftrace on the 2.6 GHz KVM class, sched_waking -> sched_switch with
+// sched_wake_idle_without_ipi: 12.9-15.5 us; scripts/wake-latency.sh). The wake-up sends no IPI
+// either way, and one that finds the CPU halted still takes idle_wake_us.
+TEST(IdlePoll, AWakeUpThatFindsTheCpuPollingTakesThePresetsPollingLatency) {
+  CostModel m;
+  m.idle_wake_ps = 20 * kPsPerUs;
+  m.idle_poll_ps = 10 * kPsPerUs;
+  m.idle_poll_wake_ps = 13 * kPsPerUs;
+  const auto [polled, polled_ipis] = wake_idle_cpu_at(m, 5 * kPsPerUs);
+  EXPECT_EQ(polled_ipis, 0U);
+  EXPECT_GE(polled, 13 * kPsPerUs);
+  EXPECT_LT(polled, 15 * kPsPerUs);
+  const auto [halted, halted_ipis] = wake_idle_cpu_at(m, 50 * kPsPerUs);
+  EXPECT_EQ(halted_ipis, 1U);
+  EXPECT_GE(halted, 20 * kPsPerUs);
+  EXPECT_LT(halted, 22 * kPsPerUs);
+}
+
+TEST(IdlePoll, ThePollingLatencyNeedsThePollingWindowAndIsBounded) {
+  nlohmann::ordered_json doc = modern_doc();
+  doc["cpu"]["idle_poll_wake_us"] = {{"value", 13.7}, {"source", "a measurement"}};
+  Loaded l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted without idle_poll_us";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_poll_wake_us: expected \"idle_poll_us\"", 0), 0U)
+      << l.error;
+  doc["cpu"]["idle_poll_us"] = {{"value", 7.4}, {"source", "a measurement"}};
+  l = load_doc(doc);
+  ASSERT_TRUE(l.preset) << l.error;
+  EXPECT_EQ(l.preset->model().idle_poll_wake_ps, 13'700'000);
+  doc["cpu"]["idle_poll_wake_us"]["value"] = -1;
+  l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_poll_wake_us", 0), 0U) << l.error;
 }
 
 TEST(IdlePoll, ThePresetsWindowReachesTheModelAndIsBounded) {

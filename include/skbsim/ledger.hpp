@@ -76,9 +76,12 @@ struct CostModel {
   double idle_wake_spread = 0;
   // How long a CPU that has just gone idle polls before it halts (do_idle keeps
   // TIF_POLLING_NRFLAG set through the governor's choice and the tick's stop): a wake-up or
-  // function call aimed at it meanwhile sets need_resched without an IPI (set_nr_if_polling) and
-  // runs at once. 0: every remote wake-up of an idle CPU sends an IPI.
+  // function call aimed at it meanwhile sets need_resched without an IPI (set_nr_if_polling).
+  // 0: every remote wake-up of an idle CPU sends an IPI.
   std::int64_t idle_poll_ps = 0;
+  // The time such a wake-up takes, no IPI sent, until the woken task runs (latency, never
+  // charged; spread as the others are). 0: it runs at once.
+  std::int64_t idle_poll_wake_ps = 0;
   // A system call's entry and exit, measured as time (a null call in a loop), not scaled as
   // cycles are; call_ps[kSyscall] holds it too. 0: the model charges none (the syscall symbols'
   // cycles then include their entry, as the 2007 presets have it).
