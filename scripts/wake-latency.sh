@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How long this machine takes to run a task woken on an idle CPU, untraced otherwise: runs
-# scripts/wake-latency.bt (bpftrace, sched and ipi tracepoints only) around one `skbsim measure
+# scripts/wake-latency.bt (bpftrace, sched tracepoints only) around one `skbsim measure
 # --trace off` and prints, for wake-ups after sleeps under 200 us (all of them, then those that
 # found the CPU still polling and sent no IPI, then those that sent one) and of 200 us or more,
 # the count, the mean (us), and the standard deviation of the latency's logarithm: what a
