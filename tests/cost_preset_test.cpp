@@ -486,6 +486,40 @@ TEST(IdlePoll, AWakeUpThatFindsTheCpuPollingTakesThePresetsPollingLatency) {
   EXPECT_LT(halted, 22 * kPsPerUs);
 }
 
+// The polling latency is spread as the others are (its mean is idle_poll_wake_us); unset, a
+// polling wake-up draws nothing, so the IPI wake-ups' latencies after it are those of a run
+// without it.
+TEST(IdlePoll, ThePollingLatencyIsSpreadAndUnsetDrawsNothing) {
+  CostModel m;
+  m.idle_wake_ps = 20 * kPsPerUs;
+  m.idle_poll_ps = 10 * kPsPerUs;
+  m.idle_poll_wake_ps = 13 * kPsPerUs;
+  m.idle_wake_spread = 0.3;
+  const auto draws = [](const CostModel& model, bool polling_first, std::size_t n) {
+    Net net(KernelModel::configured(KernelVersion::k6x, 176), model);
+    Cpu& cpu = *net.add_host("H", 1, 1).cpus[0];
+    std::vector<Time> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (polling_first) {
+        (void)net.idle_wake_latency(cpu, true);
+      }
+      out.push_back(net.idle_wake_latency(cpu, polling_first && model.idle_poll_wake_ps != 0));
+    }
+    return out;
+  };
+  const std::vector<Time> polled = draws(m, true, 20000);
+  double sum = 0;
+  for (Time t : polled) {
+    sum += static_cast<double>(t);
+  }
+  EXPECT_NEAR(sum / static_cast<double>(polled.size()) / static_cast<double>(m.idle_poll_wake_ps),
+              1.0, 0.02);
+  EXPECT_NE(*std::min_element(polled.begin(), polled.end()),
+            *std::max_element(polled.begin(), polled.end()));
+  m.idle_poll_wake_ps = 0;
+  EXPECT_EQ(draws(m, true, 50), draws(m, false, 50));
+}
+
 TEST(IdlePoll, ThePollingLatencyNeedsThePollingWindowAndIsBounded) {
   nlohmann::ordered_json doc = modern_doc();
   doc["cpu"]["idle_poll_wake_us"] = {{"value", 13.7}, {"source", "a measurement"}};
