@@ -84,6 +84,7 @@ struct FlowSpec {
   std::uint32_t pacing_timer_us = 1000;
   std::uint32_t recv_size = 0;  // bytes per recv() (netperf -M, iperf3 -l); 0: all that is queued
   bool nonblocking_reader = false;  // "reader": "nonblocking" (iperf3), TcpParams::nonblocking
+  bool rcvbuf_locked = false;       // "rcvbuf_locked": SO_RCVBUF set, TcpParams::rcvbuf_locked
 };
 
 struct ScenarioSpec {

@@ -993,6 +993,21 @@ class Validator {
         f.uint_or("send_size", 1, udp ? 65507 : 1U << 24, udp ? 1472 : 16384));
     fs.sndbuf = static_cast<std::uint32_t>(f.uint_or("sndbuf", 4096, 1U << 30, 131072));
     fs.rcvbuf = static_cast<std::uint32_t>(f.uint_or("rcvbuf", 4096, 1U << 30, 131072));
+    if (udp && f.has("rcvbuf_locked")) {
+      f.child("rcvbuf_locked")
+          .fail(
+              "expected no \"rcvbuf_locked\" in a UDP_STREAM test (it sizes a TCP receive window), "
+              "got " +
+              shown(f.child("rcvbuf_locked").node()));
+    }
+    if (kernel_ == KernelVersion::k2_6_20 && f.has("rcvbuf_locked")) {
+      f.child("rcvbuf_locked")
+          .fail(
+              "expected no \"rcvbuf_locked\" with kernel 2.6.20 (its window is modelled without "
+              "a scale, which is all a locked buffer changes), got " +
+              shown(f.child("rcvbuf_locked").node()));
+    }
+    fs.rcvbuf_locked = f.bool_or("rcvbuf_locked", false);
     fs.mss = static_cast<std::uint32_t>(f.uint_or("mss", 88, 65535 - kTcpIpHeaderBytes, 1448));
     fs.sender_cpu = cpu_of(f, "sender_cpu", spec().namespaces[from].host);
     fs.receiver_cpu = cpu_of(f, "receiver_cpu", spec().namespaces[to].host);

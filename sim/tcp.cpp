@@ -70,8 +70,8 @@ std::int64_t wscale_round_down(const TcpSock& s, std::int64_t w) {
 // __tcp_select_window() with tcp_shrink_window 0 (the default): the free space, capped by
 // rcv_ssthresh and rounded up to the scale unit; when it is under half the full space, quickack
 // mode ends and the space is rounded down instead, or is a zero window under rcv_mss or under a
-// sixteenth of the buffer's window. rcv_wscale is never 0 here (tcp_rmem_max is at least 6 MB),
-// so the unscaled branch's rounding to rcv_mss is left out.
+// sixteenth of the buffer's window. Without window scaling (a small buffer locked by SO_RCVBUF)
+// the offer moves in whole MSS instead (unscaled_window).
 std::uint32_t select_window(TcpSock& s) {
   std::int64_t mss = s.rcv_mss;
   std::int64_t free_space = tcp_space(s);
@@ -91,6 +91,9 @@ std::uint32_t select_window(TcpSock& s) {
     }
   }
   free_space = std::min<std::int64_t>(free_space, s.rcv_ssthresh);
+  if (s.rcv_wscale == 0) {
+    return unscaled_window(s.last_adv_wnd, free_space, mss, full_space);
+  }
   return static_cast<std::uint32_t>(wscale_align(s, free_space));
 }
 
@@ -1016,6 +1019,46 @@ void read_call(Net& net, TcpSock& s) {
 
 }  // namespace
 
+InitialWindow tcp_initial_window(std::int64_t rcvbuf, bool locked, std::uint32_t advmss,
+                                 std::int64_t tcp_rmem_max) {
+  constexpr std::int64_t kMaxClamp = std::int64_t{65535} << 14;  // U16_MAX << TCP_MAX_WSCALE
+  const std::int64_t full_space = rcvbuf >> 1;  // tcp_full_space, scaling_ratio 128 of 256
+  // tcp_openreq_init_rwin: a locked buffer clamps the window to its own full space; otherwise
+  // there is no clamp yet and tcp_select_initial_window takes the largest scaled window.
+  const std::int64_t clamp = locked ? full_space : kMaxClamp;
+  // tcp_select_initial_window: the scale for the largest window the socket may offer, that is
+  // max(space, tcp_rmem[2], rmem_max) under the clamp (rmem_max, 212992 by default, never the
+  // largest here).
+  const std::int64_t space =
+      std::min(clamp, std::max({std::min(clamp, full_space), tcp_rmem_max, std::int64_t{212992}}));
+  const int ilog2 =
+      std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(space, 1))) - 1;
+  InitialWindow w;
+  w.rcv_wscale = static_cast<std::uint32_t>(std::clamp(ilog2 - 15, 0, 14));
+  std::int64_t window_clamp = std::min(std::int64_t{65535} << w.rcv_wscale, clamp);
+  // tcp_init_buffer_space: at most the full space (tcp_app_win 31 takes nothing off), less the
+  // one segment it reserves.
+  window_clamp = std::min(window_clamp, full_space);
+  const std::int64_t adv = advmss;
+  if (window_clamp > 2 * adv && window_clamp + adv > full_space) {
+    window_clamp = std::max(2 * adv, full_space - adv);
+  }
+  w.window_clamp = static_cast<std::uint32_t>(window_clamp);
+  return w;
+}
+
+std::uint32_t unscaled_window(std::uint32_t rcv_wnd, std::int64_t free_space, std::int64_t mss,
+                              std::int64_t full_space) {
+  const std::int64_t window = rcv_wnd;
+  if (window <= free_space - mss || window > free_space) {
+    return static_cast<std::uint32_t>(free_space / mss * mss);  // rounddown(free_space, mss)
+  }
+  if (mss == full_space && free_space > window + (full_space >> 1)) {
+    return static_cast<std::uint32_t>(free_space);
+  }
+  return rcv_wnd;
+}
+
 void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
   const Route* r = snd.ns->lookup(snd.daddr);
   if (r == nullptr) {
@@ -1047,14 +1090,10 @@ void tcp_connect(Net& net, TcpSock& snd, TcpSock& rcv) {
   if (net.v2620()) {
     rcv.rcv_wnd = rcv.params.rcvbuf - rcv.params.rcvbuf / 4;
   } else {
-    const int ilog2 = std::bit_width(static_cast<std::uint64_t>(tcp_rmem_max(rcv))) - 1;
-    rcv.rcv_wscale = static_cast<std::uint32_t>(std::clamp(ilog2 - 15, 0, 14));  // TCP_MAX_WSCALE
-    const auto maxwin = static_cast<std::uint32_t>(win_from_space(rcv, rcv.params.rcvbuf));
-    const std::uint32_t adv = advmss(rcv);
-    rcv.window_clamp = maxwin;
-    if (maxwin > 2 * adv) {
-      rcv.window_clamp = std::max(2 * adv, maxwin - adv);
-    }
+    const InitialWindow w = tcp_initial_window(rcv.params.rcvbuf, rcv.params.rcvbuf_locked,
+                                               advmss(rcv), tcp_rmem_max(rcv));
+    rcv.rcv_wscale = w.rcv_wscale;
+    rcv.window_clamp = w.window_clamp;
     rcv.rcv_ssthresh = rcv.window_clamp;
     rcv.rcv_wnd = static_cast<std::uint32_t>(wscale_align(rcv, rcv.rcv_ssthresh));
     rcv.last_adv_wnd = rcv.rcv_wnd;

@@ -45,6 +45,9 @@ struct TcpParams {
   // queue is empty, the backlog left to its release_sock; a blocking recv() (netperf) flushes
   // the backlog and goes on (tcp_recvmsg_locked).
   bool nonblocking = false;
+  // The receiver set SO_RCVBUF (netperf -S; SOCK_RCVBUF_LOCK): 6.x then sizes the window scale
+  // and clamp from rcvbuf's own window (tcp_full_space) rather than from tcp_rmem[2].
+  bool rcvbuf_locked = false;
 };
 
 struct TcpStats {
@@ -163,6 +166,23 @@ struct TcpSock {
     return m.daddr == saddr && m.dport == sport && m.saddr == daddr && m.sport == dport;
   }
 };
+
+// 6.x: the receive window's scale and clamp a connection starts with, for a receive buffer of
+// `rcvbuf` bytes (sk_rcvbuf), locked by SO_RCVBUF or not, an advertised MSS of `advmss` and
+// tcp_rmem[2] of `tcp_rmem_max` (tcp_openreq_init_rwin, tcp_select_initial_window,
+// tcp_init_buffer_space; scaling_ratio still at its default, half).
+struct InitialWindow {
+  std::uint32_t rcv_wscale = 0;
+  std::uint32_t window_clamp = 0;
+};
+InitialWindow tcp_initial_window(std::int64_t rcvbuf, bool locked, std::uint32_t advmss,
+                                 std::int64_t tcp_rmem_max);
+// 6.x __tcp_select_window without window scaling (rcv_wscale 0): the window last offered
+// (tp->rcv_wnd) is kept while it is within one MSS under the free space, else the free space
+// rounded down to a multiple of the MSS; with an MSS as large as the full space, the whole free
+// space once it exceeds the offer by half the full space.
+std::uint32_t unscaled_window(std::uint32_t rcv_wnd, std::int64_t free_space, std::int64_t mss,
+                              std::int64_t full_space);
 
 // Sets up one direction of a connection: the sender's route caps from its route device
 // (sk_setup_caps), size goal, and the window the receiver offers. Both sockets must be registered

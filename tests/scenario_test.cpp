@@ -500,6 +500,34 @@ TEST(ScenarioJson, KeyedFormIsTheSameAsTheArrayForm) {
   expect_same_network(from_json(keyed).spec, from_json(arrays).spec);
 }
 
+// A flow's receiver may have locked its buffer with SO_RCVBUF (netperf -S): "rcvbuf_locked", a
+// boolean, for TCP flows only (it sizes the receive window's scale).
+TEST(ScenarioJson, RcvbufLockedIsABooleanOfTcpFlows) {
+  json doc = minimal_6x();
+  EXPECT_FALSE(from_json(doc).spec.flows[0].rcvbuf_locked);
+  json& flow = doc["traffic"]["flows"][0];
+  flow["rcvbuf_locked"] = true;
+  EXPECT_TRUE(from_json(doc).spec.flows[0].rcvbuf_locked);
+  flow["rcvbuf_locked"] = "yes";
+  EXPECT_EQ(from_json_error(doc).rfind("t.json: /traffic/flows/0/rcvbuf_locked: expected", 0), 0U)
+      << from_json_error(doc);
+  flow["rcvbuf_locked"] = true;
+  doc["kernel"] = "2.6.20";
+  EXPECT_EQ(from_json_error(doc).rfind("t.json: /traffic/flows/0/rcvbuf_locked: expected no "
+                                       "\"rcvbuf_locked\" with kernel 2.6.20",
+                                       0),
+            0U)
+      << from_json_error(doc);
+  doc["kernel"] = "6.x";
+  doc["traffic"]["test"] = "UDP_STREAM";
+  EXPECT_EQ(from_json_error(doc).rfind(
+                "t.json: /traffic/flows/0/rcvbuf_locked: expected no \"rcvbuf_locked\" in a "
+                "UDP_STREAM test",
+                0),
+            0U)
+      << from_json_error(doc);
+}
+
 // A what-if may send a flow into a loop on purpose (the hazard it shows), if it says so.
 TEST(ScenarioJson, AFlowMayBeExpectedToLoop) {
   json doc = minimal_6x();

@@ -2,8 +2,6 @@
 // the C++ API: conservation and determinism for each, and the copies, checksums and drops each
 // path makes, each checked against the kernel function that decides it.
 
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -11,11 +9,14 @@
 #include <string_view>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "sim/cost_preset.hpp"
 #include "sim/examples.hpp"
 #include "sim/features.hpp"
 #include "sim/run.hpp"
 #include "sim/scenario.hpp"
+#include "sim/tcp.hpp"
 #include "skbsim/ledger.hpp"
 #include "skbsim/symbols.hpp"
 
@@ -437,6 +438,53 @@ TEST(ReceiveWindow6x, SegmentsCountTheirPayloadInTruesize_skb_segment) {
   const double writes = ncalls(h, Sym::kTcpSendmsg);
   ASSERT_GT(writes, 40.0);
   EXPECT_LT(ncalls(h, Sym::kTcpSendAck) / writes, 4.0);
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+}
+
+// tcp_select_initial_window, reached from tcp_openreq_init_rwin (6.x): an unlocked buffer's
+// window scale comes from tcp_rmem[2]; one locked by SO_RCVBUF clamps the window to its own full
+// space (tcp_full_space: half of sk_rcvbuf at the default scaling_ratio) and takes the scale from
+// that. Checked on this project's 6.18 VM (a listener with SO_RCVBUF set, ss -tmni, tcp_rmem[2]
+// 32 MB): sk_rcvbuf 32768 and 65536 gave rcv wscale 0, 131072 and 174760 gave 1, 2097152 gave 5,
+// and an unlocked 131072 gave 10. tcp_init_buffer_space then clamps to the full space less a
+// segment.
+TEST(ReceiveWindow6x, ALockedBufferSizesItsOwnWindowScale_tcp_select_initial_window) {
+  constexpr std::int64_t kRmem2 = std::int64_t{32} << 20;
+  EXPECT_EQ(tcp_initial_window(131072, false, 1460, kRmem2).rcv_wscale, 10U);
+  const std::vector<std::pair<std::int64_t, std::uint32_t>> locked = {
+      {32768, 0}, {65536, 0}, {131072, 1}, {174760, 1}, {2097152, 5}};
+  for (const auto& [rcvbuf, wscale] : locked) {
+    EXPECT_EQ(tcp_initial_window(rcvbuf, true, 1460, kRmem2).rcv_wscale, wscale) << rcvbuf;
+  }
+  EXPECT_EQ(tcp_initial_window(131072, true, 1460, kRmem2).window_clamp, 65536U - 1460U);
+  EXPECT_EQ(tcp_initial_window(6291456, false, 1460, 6291456).rcv_wscale, 7U);
+  EXPECT_EQ(tcp_initial_window(6291456, false, 1460, 6291456).window_clamp, 3145728U - 1460U);
+}
+
+// __tcp_select_window without window scaling: the offer (tp->rcv_wnd) is kept while it is within
+// one MSS under the free space, else it becomes the free space rounded down to whole segments;
+// with an MSS as large as the full space, the free space itself once it exceeds the offer by half
+// the full space.
+TEST(ReceiveWindow6x, AnUnscaledWindowMovesInWholeSegments___tcp_select_window) {
+  EXPECT_EQ(unscaled_window(20000, 20500, 1448, 32768), 20000U);
+  EXPECT_EQ(unscaled_window(20000, 30000, 1448, 32768), 20U * 1448U);
+  EXPECT_EQ(unscaled_window(20000, 19000, 1448, 32768), 13U * 1448U);
+  EXPECT_EQ(unscaled_window(1000, 1500, 1448, 1448), 1000U);
+  EXPECT_EQ(unscaled_window(1000, 1800, 1448, 1448), 1800U);
+}
+
+// A stream into a small buffer locked by SO_RCVBUF (window scale 0: the offers move in whole
+// segments) still delivers everything, without stalling on a zero window.
+TEST(ReceiveWindow6x, ASmallLockedBufferStillDeliversTheStream) {
+  ScenarioSpec s = measured_vm("direct-on-unlimited", 0.1, 0.05);
+  for (FlowSpec& f : s.flows) {
+    f.rcvbuf = 65536;
+    f.rcvbuf_locked = true;
+  }
+  const RunResult r = run_scenario(s);
+  EXPECT_GT(r.throughput_mbps, 1000.0) << "a 31 KB window over a veth's round trip";
+  EXPECT_GT(r.total_bytes_received, 0U);
+  EXPECT_TRUE(r.drops.empty());
   EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
 }
 
