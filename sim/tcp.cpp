@@ -1027,10 +1027,10 @@ InitialWindow tcp_initial_window(std::int64_t rcvbuf, bool locked, std::uint32_t
   // there is no clamp yet and tcp_select_initial_window takes the largest scaled window.
   const std::int64_t clamp = locked ? full_space : kMaxClamp;
   // tcp_select_initial_window: the scale for the largest window the socket may offer, that is
-  // max(space, tcp_rmem[2], rmem_max) under the clamp (rmem_max, 212992 by default, never the
-  // largest here).
+  // max(space, tcp_rmem[2], rmem_max) under the clamp (the space, full_space, is never above the
+  // clamp; rmem_max, 212992 by default, never the largest here).
   const std::int64_t space =
-      std::min(clamp, std::max({std::min(clamp, full_space), tcp_rmem_max, std::int64_t{212992}}));
+      std::min(clamp, std::max({full_space, tcp_rmem_max, std::int64_t{212992}}));
   const int ilog2 =
       std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(space, 1))) - 1;
   InitialWindow w;

@@ -111,10 +111,11 @@ struct TcpSock {
   std::uint32_t last_adv_wnd = 0;  // the window the last ACK advertised (6.x: tp->rcv_wnd)
   std::uint32_t rcv_wup = 0;       // rcv_nxt when the last ACK went out (tcp_select_window)
   // 6.x: what __tcp_select_window offers. Free space counts memory, not bytes: tcp_space() is
-  // tcp_win_from_space(sk_rcvbuf - sk_rmem_alloc), i.e. scaled by scaling_ratio (len/truesize
-  // of the first full-sized skb tcp_measure_rcv_mss sees, in 256ths; 128 until then). The offer
-  // is capped by rcv_ssthresh, which tcp_grow_window raises while an arriving skb leaves more
-  // space than it, and rounded up to 1 << rcv_wscale.
+  // tcp_win_from_space(sk_rcvbuf - sk_backlog.len - sk_rmem_alloc), i.e. scaled by scaling_ratio
+  // (len/truesize of the first full-sized skb tcp_measure_rcv_mss sees, in 256ths; 128 until
+  // then). The offer is capped by rcv_ssthresh, which tcp_grow_window raises while an arriving
+  // skb leaves more space than it, and rounded up to 1 << rcv_wscale (with scale 0, to whole
+  // segments instead).
   std::uint32_t scaling_ratio = 128;  // TCP_DEFAULT_SCALING_RATIO
   std::uint32_t window_clamp = 0;
   std::uint32_t rcv_ssthresh = 0;
