@@ -820,6 +820,73 @@ bool try_coalesce(OpCtx& ctx, Skb& to, Skb& from, std::uint32_t* delta_truesize)
   return true;
 }
 
+void split(OpCtx& ctx, Skb& skb, Skb& skb1, std::uint32_t len) {
+  require_live(skb, Sym::kSkbSplit);
+  require_live(skb1, Sym::kSkbSplit);
+  if (len > skb.len() || skb1.len() != 0) {
+    raise_bug("skb_split out of range", Sym::kSkbSplit, skb.id(),
+              "split at " + std::to_string(len) + " of " + std::to_string(skb.len()) +
+                  " into an skb of " + std::to_string(skb1.len()));
+  }
+  if (skb.cloned()) {
+    raise_bug("write to shared data", Sym::kSkbSplit, skb.id(),
+              "skb_split of a cloned skb's skb_shared_info");
+  }
+  record(ctx, skb, {.sym = Sym::kSkbSplit});
+  SharedInfo& si = E::buf(skb)->shinfo;
+  SharedInfo& si1 = E::buf(skb1)->shinfo;
+  const std::uint32_t pos = skb.headlen();
+  if (len < pos) {
+    // skb_split_inside_header: the linear tail by copy, then every frag as it is
+    const std::uint32_t tail_bytes = pos - len;
+    (void)put(ctx, skb1, tail_bytes);
+    record(ctx, skb, {.sym = Sym::kMemcpy, .copied = tail_bytes});
+    for (std::uint32_t i = 0; i < si.nr_frags; ++i) {
+      si1.frags[i] = si.frags[i];
+    }
+    si1.nr_frags = si.nr_frags;
+    si.nr_frags = 0;
+    E::data_len(skb1) = skb.data_len();
+    E::len(skb1) += skb.data_len();
+    E::data_len(skb) = 0;
+    E::len(skb) = len;
+    E::tail(skb) = skb.data_offset() + len;
+    return;
+  }
+  // skb_split_no_header
+  const std::uint32_t nfrags = si.nr_frags;
+  si.nr_frags = 0;
+  E::len(skb1) = skb.len() - len;
+  E::data_len(skb1) = skb.len() - len;
+  E::len(skb) = len;
+  E::data_len(skb) = len - pos;
+  std::uint32_t at = pos;
+  std::uint32_t k = 0;
+  for (std::uint32_t i = 0; i < nfrags; ++i) {
+    const std::uint32_t size = si.frags[i].size;
+    if (at + size > len) {
+      si1.frags[k] = si.frags[i];
+      if (at < len) {
+        get_page(ctx, *si.frags[i].page);  // skb_frag_ref: both keep a part of the page
+        si1.frags[k].off += len - at;
+        si1.frags[k].size -= len - at;
+        si.frags[i].size = len - at;
+        ++si.nr_frags;
+      }
+      ++k;
+    } else {
+      ++si.nr_frags;
+    }
+    at += size;
+  }
+  si1.nr_frags = k;
+}
+
+void move_truesize(Skb& from, Skb& to, std::uint32_t bytes) {
+  E::truesize(from) -= bytes;
+  E::truesize(to) += bytes;
+}
+
 void kfree_skb_now(OpCtx& ctx, Skb& skb) {
   require_not_freed(skb, Sym::kKfreeSkbFree);
   if (skb.users() != 1) {

@@ -160,6 +160,7 @@ SKBSIM_BOTH_KERNELS(Owner);
 SKBSIM_BOTH_KERNELS(Free);
 SKBSIM_BOTH_KERNELS(Writes);
 SKBSIM_BOTH_KERNELS(Charging);
+SKBSIM_BOTH_KERNELS(Split);
 
 // ---- allocation (§2.1, kernel-notes §3) -----------------------------------------------------
 
@@ -1717,6 +1718,88 @@ TEST_P(Free, UseAfterFreeBugs_kfree_skb) {
   EXPECT_EQ(bug_of([&] { ops::push(ctx(), *s, 4); }), "use after free");
   EXPECT_EQ(bug_of([&] { ops::clone(ctx(), *s); }), "use after free");
   EXPECT_EQ(bug_of([&] { (void)ops::cow(ctx(), *s, 0); }), "use after free");
+}
+
+// ---- skb_split (both versions) ----------------------------------------------------------------
+
+// skb_split_no_header: a cut inside the frags. The frags wholly past it move to skb1; the one it
+// falls in is shared, each keeping its part, with a page reference more (skb_frag_ref). Lengths
+// follow the cut; truesize does not (the caller, tso_fragment, moves it).
+TEST_P(Split, ACutInTheFragsSharesTheFragItFallsIn_skb_split) {
+  Page* pages[3] = {};
+  Skb* skb = frag_skb(env, 3, pages);  // 100 linear + 3 x 500 in frags
+  ops::pull(ctx(), *skb, 100);         // a write-queue skb: all its data in frags
+  Skb* skb1 = ops::alloc_skb(ctx(), 64);
+  const std::uint32_t truesize = skb->truesize();
+  ops::split(ctx(), *skb, *skb1, 700);  // inside the second frag
+  EXPECT_EQ(skb->len(), 700U);
+  EXPECT_EQ(skb->data_len(), 700U);
+  EXPECT_EQ(skb1->len(), 800U);
+  EXPECT_EQ(skb1->data_len(), 800U);
+  ASSERT_EQ(skb->shinfo().nr_frags, 2U);
+  ASSERT_EQ(skb1->shinfo().nr_frags, 2U);
+  EXPECT_EQ(skb->shinfo().frags[1].size, 200U);
+  EXPECT_EQ(skb1->shinfo().frags[0].page, pages[1]);
+  EXPECT_EQ(skb1->shinfo().frags[0].off, 200U);
+  EXPECT_EQ(skb1->shinfo().frags[0].size, 300U);
+  EXPECT_EQ(skb1->shinfo().frags[1].page, pages[2]);
+  EXPECT_EQ(pages[1]->refcount, 2U) << "both skbs hold part of the page";
+  EXPECT_EQ(pages[2]->refcount, 1U) << "the reference moved with the frag";
+  EXPECT_EQ(skb->truesize(), truesize);
+  EXPECT_EQ(env.calls(Sym::kSkbSplit), 1U);
+  EXPECT_EQ(env.calls(Sym::kGetPage), 1U);
+  ops::kfree_skb(ctx(), *skb);
+  EXPECT_EQ(pages[1]->refcount, 1U);
+  ops::kfree_skb(ctx(), *skb1);
+  EXPECT_TRUE(env.pool.empty());
+}
+
+// A cut on a frag boundary moves whole frags and takes no reference.
+TEST_P(Split, ACutOnAFragBoundaryMovesWholeFrags_skb_split) {
+  Page* pages[2] = {};
+  Skb* skb = frag_skb(env, 2, pages);
+  ops::pull(ctx(), *skb, 100);
+  Skb* skb1 = ops::alloc_skb(ctx(), 64);
+  ops::split(ctx(), *skb, *skb1, 500);
+  EXPECT_EQ(skb->shinfo().nr_frags, 1U);
+  EXPECT_EQ(skb1->shinfo().nr_frags, 1U);
+  EXPECT_EQ(pages[1]->refcount, 1U);
+  EXPECT_EQ(env.calls(Sym::kGetPage), 0U);
+  ops::kfree_skb(ctx(), *skb);
+  ops::kfree_skb(ctx(), *skb1);
+  EXPECT_TRUE(env.pool.empty());
+}
+
+// skb_split_inside_header: a cut in the linear part copies the linear tail into skb1 (which
+// needs the room) and moves every frag.
+TEST_P(Split, ACutInTheLinearPartCopiesItsTailAndMovesTheFrags_skb_split) {
+  Page* pages[2] = {};
+  Skb* skb = frag_skb(env, 2, pages);  // 100 linear + 2 x 500
+  Skb* skb1 = ops::alloc_skb(ctx(), 256);
+  ops::split(ctx(), *skb, *skb1, 40);
+  EXPECT_EQ(skb->len(), 40U);
+  EXPECT_EQ(skb->data_len(), 0U);
+  EXPECT_EQ(skb->shinfo().nr_frags, 0U);
+  EXPECT_EQ(skb1->len(), 60U + 1000U);
+  EXPECT_EQ(skb1->headlen(), 60U);
+  EXPECT_EQ(skb1->shinfo().nr_frags, 2U);
+  EXPECT_EQ(env.cell(Sym::kMemcpy).bytes(), 60U);
+  ops::kfree_skb(ctx(), *skb);
+  ops::kfree_skb(ctx(), *skb1);
+  EXPECT_TRUE(env.pool.empty());
+}
+
+// The cut is the skb's own data: a clone's shared skb_shared_info cannot be cut, nor past len.
+TEST_P(Split, RefusedForACloneOrPastTheEnd_skb_split) {
+  Skb* skb = frag_skb(env, 1);
+  Skb* skb1 = ops::alloc_skb(ctx(), 64);
+  EXPECT_EQ(bug_of([&] { ops::split(ctx(), *skb, *skb1, 601); }), "skb_split out of range");
+  Skb* c = ops::clone(ctx(), *skb);
+  EXPECT_EQ(bug_of([&] { ops::split(ctx(), *skb, *skb1, 300); }), "write to shared data");
+  for (Skb* s : {c, skb, skb1}) {
+    ops::kfree_skb(ctx(), *s);
+  }
+  EXPECT_TRUE(env.pool.empty());
 }
 
 // ---- skb_try_coalesce (6.x) -------------------------------------------------------------------

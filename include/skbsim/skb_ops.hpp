@@ -166,6 +166,15 @@ void consume_skb(OpCtx& ctx, Skb& skb);
 // from's len and by `*delta_truesize`, which the caller charges to the socket; `from` is then
 // the caller's to free (kfree_skb_partial).
 bool try_coalesce(OpCtx& ctx, Skb& to, Skb& from, std::uint32_t* delta_truesize);
+// skb_split() (both versions): moves the data of `skb` from byte `len` on to `skb1`, an empty
+// skb: the linear part past `len` by copy, then all frags, when `len` falls in the linear part
+// (skb_split_inside_header); else the frags past `len`, a frag that straddles it shared by both
+// (a page reference more, skb_frag_ref) and cut at `len` (skb_split_no_header). Lengths follow;
+// truesize does not (tso_fragment and tcp_fragment move it: move_truesize).
+void split(OpCtx& ctx, Skb& skb, Skb& skb1, std::uint32_t len);
+// `bytes` of `from`'s truesize to `to`, as tso_fragment and tcp_fragment do around skb_split
+// ("buff->truesize += nlen; skb->truesize -= nlen").
+void move_truesize(Skb& from, Skb& to, std::uint32_t bytes);
 // __kfree_skb(): frees an skb its caller knows to hold the only user of, without reading users
 // and without the skb:kfree_skb or skb:consume_skb tracepoint. TCP frees this way what it owns:
 // the retransmit queue's originals once ACKed (sk_stream_free_skb / tcp_wmem_free_skb), the

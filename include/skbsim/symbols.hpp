@@ -63,6 +63,7 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   X(kSkbSegment, "skb_segment", kSkb)                                                       \
   X(kSkbScrubPacket, "skb_scrub_packet", kSkb)                                              \
   X(kSkbTryCoalesce, "skb_try_coalesce", kSkb)                                              \
+  X(kSkbSplit, "skb_split", kSkb)                                                           \
   /* memory: mm/slab.c (2.6.20), mm/slub.c (6.x), mm/page_alloc.c */                       \
   X(kKmemCacheAlloc, "kmem_cache_alloc", kMemory)                                           \
   X(kKmemCacheFree, "kmem_cache_free", kMemory)                                             \
