@@ -135,8 +135,13 @@ std::uint32_t tcp_select_window(TcpSock& s) {
 void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
   const std::int64_t space = std::min<std::int64_t>(s.window_clamp, tcp_space(s));
   if (!s.ssthresh_grown) {
+    // Never below where the kernel's starts, which it only raises: the initial window,
+    // tcp_select_initial_window's TCP_DEFAULT_INIT_RCVWND (10) segments under the clamp. A
+    // buffer smaller than an skb's window would otherwise leave the window under one MSS: zero.
+    const std::int64_t initial =
+        std::min<std::int64_t>(s.window_clamp, std::int64_t{10} * advmss(s));
     s.ssthresh_grown = true;
-    s.rcv_ssthresh = static_cast<std::uint32_t>(std::max<std::int64_t>(space, 0));
+    s.rcv_ssthresh = static_cast<std::uint32_t>(std::max(space, initial));
     return;
   }
   const std::int64_t room = space - s.rcv_ssthresh;
@@ -402,13 +407,50 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
 // NICs without BIG TCP).
 constexpr std::uint32_t kTsoDeferFull = 65536;
 
+// tso_fragment (6.x; 2.6.20's for a paged skb, tcp_fragment for a linear one, both splitting it
+// the same way here): the write-queue skb keeps its first `len` bytes, a new skb after it in the
+// queue takes the rest (skb_split), with the truesize of that data and the PSH flag. False when
+// the new skb cannot be allocated (the skb waits).
+bool tso_fragment(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, std::uint32_t len) {
+  net.charge(ctx, &skb, {.sym = Sym::kTsoFragment});
+  OpCtx o = net.op(ctx);
+  const std::uint32_t h = max_tcp_header(net);
+  const std::uint32_t nlen = skb.len() - len;
+  // 6.x tcp_stream_alloc_skb(sk, gfp, true): a header-only skb; 2.6.20's tcp_fragment of a
+  // linear skb makes room for the linear tail it copies.
+  Skb* buff = ops::alloc_skb_fclone(o, h + (skb.headlen() > len ? skb.headlen() - len : 0U));
+  if (buff == nullptr) {
+    return false;
+  }
+  ops::reserve(o, *buff, h);
+  buff->ip_summed = skb.ip_summed;
+  buff->protocol = skb.protocol;
+  s.wmem_queued += buff->truesize();  // sk_wmem_queued_add
+  ops::move_truesize(skb, *buff, nlen);
+  PacketMeta& m = meta(skb);
+  PacketMeta& b = meta(*buff);
+  b = m;
+  b.seq = m.seq + len;
+  m.end_seq = b.seq;
+  m.flags = static_cast<std::uint8_t>(m.flags & ~kFlagPsh);  // PSH (and FIN) stay on the last
+  ops::split(o, skb, *buff, len);
+  buff->set_traced(skb.traced());
+  // tcp_set_skb_tso_segs on both: the model sets gso_size and gso_segs when it sends an skb
+  // (tcp_write_xmit, below), so both are cleared here; the rest may still grow meanwhile, as the
+  // kernel's tcp_sendmsg resets an skb's count when it appends (tcp_skb_pcount_set(skb, 0)).
+  ops::set_gso(skb, 0, 0, 0);
+  ops::header_release(o, *buff);
+  s.write_queue.insert(std::next(SkbQueue::s_iterator_to(skb)), *buff);
+  return true;
+}
+
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
   net.charge(ctx, Sym::kTcpWriteXmit);
   OpCtx o = net.op(ctx);
   while (s.send_head != nullptr) {
     Skb& skb = *s.send_head;
     const PacketMeta& m = meta(skb);
-    const std::uint32_t len = m.end_seq - m.seq;
+    std::uint32_t len = m.end_seq - m.seq;
     const bool is_last = &skb == &s.write_queue.back();
     const bool in_flight = s.snd_nxt != s.snd_una;
     // tcp_minshall_check(): an earlier sub-MSS segment is still unacknowledged.
@@ -426,8 +468,26 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
       // (tcp_tso_should_defer: "If a full-sized TSO skb can be sent, do it", both versions).
       break;
     }
-    if (m.end_seq - s.snd_una > s.snd_wnd) {
-      break;  // the receiver's window
+    // tcp_snd_wnd_test: the skb's first MSS must fit in the receiver's window.
+    if (std::min(len, s.params.mss) > limit || static_cast<std::int32_t>(limit) < 0) {
+      break;
+    }
+    if (len > limit) {
+      // tcp_tso_should_defer: with data in flight and less than a third of the window open
+      // (tcp_tso_win_divisor 3, both versions), wait for the ACK that opens more.
+      if (in_flight && limit < s.snd_wnd / 3) {
+        break;
+      }
+      // tcp_mss_split_point: as much as the window takes, in whole segments while a sub-MSS
+      // remainder would wait under Nagle (tcp_nagle_check: an earlier small one unacknowledged);
+      // tso_fragment cuts the skb there and the rest waits for the window.
+      const std::uint32_t partial = limit % s.params.mss;
+      const std::uint32_t cut =
+          partial != 0 && in_flight && small_unacked ? limit - partial : limit;
+      if (!tso_fragment(net, ctx, s, skb, cut)) {
+        break;
+      }
+      len = cut;
     }
     if (len > s.params.mss && skb.shinfo().gso_size == 0) {
       // tcp_set_skb_tso_segs(): gso_size/gso_segs on the write-queue skb, before the clone.

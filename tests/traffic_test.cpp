@@ -488,6 +488,47 @@ TEST(ReceiveWindow6x, ASmallLockedBufferStillDeliversTheStream) {
   EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
 }
 
+// tcp_write_xmit sends an skb once its first MSS fits in the window (tcp_snd_wnd_test) and cuts
+// it at the window's edge (tcp_mss_split_point, tso_fragment) unless a third of the window is not
+// open while data is in flight (tcp_tso_should_defer). The size goal is half the largest window
+// (tcp_xmit_size_goal), so skbs outgrow the window when a slow reader (2000-byte reads) lets the
+// queue fill it; before 2026-12-03 the model waited for a window the whole skb fit in. A 32 MB
+// buffer's window takes every skb whole.
+TEST(ReceiveWindow6x, ASkbLargerThanTheWindowIsCut_tso_fragment) {
+  ScenarioSpec slow = measured_vm("direct-on-unlimited", 0.05, 0.02);
+  for (FlowSpec& f : slow.flows) {
+    f.rcvbuf = 131072;
+    f.rcvbuf_locked = true;
+    f.recv_size = 2000;
+  }
+  const RunResult r = run_scenario(slow);
+  const HostResult& h = r.hosts.front();
+  EXPECT_GT(cell(h, Sym::kTsoFragment).calls, 10U);
+  EXPECT_EQ(cell(h, Sym::kSkbSplit).calls, cell(h, Sym::kTsoFragment).calls);
+  EXPECT_GT(r.segments, 1000U);
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+  EXPECT_EQ(r.total_bytes_sent, r.total_bytes_received + r.total_bytes_dropped);
+  const RunResult large = run_scenario(measured_vm("direct-on-unlimited", 0.02, 0.005));
+  EXPECT_EQ(cell(large.hosts.front(), Sym::kTsoFragment).calls, 0U);
+}
+
+// The model starts rcv_ssthresh where the kernel's growth stops, the space one skb leaves (see
+// tcp_grow_window); but the kernel's only grows from the initial window, 10 segments under the
+// clamp (tcp_select_initial_window), so that is its floor. A 16 KB buffer, smaller than one 64 KB
+// skb's window, left the model's at 1138 bytes, under one MSS: a zero window the reader never
+// reopened (a stall, found on 2026-12-03 with the presets refitted).
+TEST(ReceiveWindow6x, AWindowNeverStartsBelowTenSegments_tcp_select_initial_window) {
+  ScenarioSpec s = measured_vm("direct-on-unlimited", 0.05, 0.02);
+  for (FlowSpec& f : s.flows) {
+    f.rcvbuf = 16384;
+    f.rcvbuf_locked = true;
+  }
+  const RunResult r = run_scenario(s);
+  EXPECT_GT(r.segments, 1000U);
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
+  EXPECT_EQ(r.total_bytes_sent, r.total_bytes_received + r.total_bytes_dropped);
+}
+
 // try_to_wake_up of a reader on another CPU: an IPI only when that CPU sits idle
 // (ttwu_queue_wakelist / 2.6.20 resched_task), never for a task on the waker's own CPU; every
 // wake-up of a sleeping process costs two context switches.

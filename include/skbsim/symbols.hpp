@@ -92,6 +92,7 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   X(kTcpSendmsg, "tcp_sendmsg", kProtocol)                                                  \
   X(kTcpPushPendingFrames, "tcp_push", kProtocol)                                           \
   X(kTcpWriteXmit, "tcp_write_xmit", kProtocol)                                             \
+  X(kTsoFragment, "tso_fragment", kProtocol)                                                \
   X(kTcpTransmitSkb, "tcp_transmit_skb", kProtocol)                                         \
   X(kTcpV4SendCheck, "tcp_v4_send_check", kChecksum)                                        \
   X(kTcpV4Rcv, "tcp_v4_rcv", kProtocol)                                                     \
