@@ -18,37 +18,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: rcv-context.sh OUT_DIR [skbsim measure options...]}
 shift
-skbsim=${SKBSIM:-build/release/sim/skbsim}
-for tool in bpftrace awk "$skbsim"; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "rcv-context: expected $tool (bash scripts/setup.sh; cmake --workflow --preset release)" >&2
-    exit 1
-  fi
-done
-mounted=""
-if ! mountpoint -q /sys/kernel/tracing; then
-  mount -t tracefs nodev /sys/kernel/tracing
-  mounted=yes
-fi
-mkdir -p "$out"
+# shellcheck source=scripts/trace-measure.sh
+source scripts/trace-measure.sh
 maps="$out/rcv-context.txt"
 # skbsim measure's iperf3 listens on 5201 (sim/measure.cpp, kPort).
-bpftrace scripts/rcv-context.bt 5201 >"$maps" 2>"$out/bpftrace.err" &
-bt=$!
-cleanup() {
-  kill -INT "$bt" 2>/dev/null || true
-  wait "$bt" 2>/dev/null || true
-  if [[ -n "$mounted" ]]; then umount /sys/kernel/tracing || true; fi
-}
-trap cleanup EXIT
-# bpftrace prints "Attaching N probes..." once it is attached.
-for _ in $(seq 50); do
-  grep -q "Attaching" "$maps" 2>/dev/null && break
-  sleep 0.2
-done
-"$skbsim" measure --trace off --out "$out/measurement" "$@"
-cleanup
-trap - EXIT
+trace_measure rcv-context "$out" "$maps" scripts/rcv-context.bt 5201 "$@"
 # Lines like "@data[1, 0]: 328225" (CPU, in NET_RX) and "@data_bytes: 21800000000".
 awk '
   /^@data_bytes:/ { bytes = $2 + 0; next }

@@ -18,36 +18,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: wake-latency.sh OUT_DIR [skbsim measure options...]}
 shift
-skbsim=${SKBSIM:-build/release/sim/skbsim}
-for tool in bpftrace awk "$skbsim"; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "wake-latency: expected $tool (bash scripts/setup.sh; cmake --workflow --preset release)" >&2
-    exit 1
-  fi
-done
-mounted=""
-if ! mountpoint -q /sys/kernel/tracing; then
-  mount -t tracefs nodev /sys/kernel/tracing
-  mounted=yes
-fi
-mkdir -p "$out"
+# shellcheck source=scripts/trace-measure.sh
+source scripts/trace-measure.sh
 hist="$out/wake-latency.txt"
-bpftrace scripts/wake-latency.bt 1 >"$hist" 2>"$out/bpftrace.err" &
-bt=$!
-cleanup() {
-  kill -INT "$bt" 2>/dev/null || true
-  wait "$bt" 2>/dev/null || true
-  if [[ -n "$mounted" ]]; then umount /sys/kernel/tracing || true; fi
-}
-trap cleanup EXIT
-# bpftrace prints "Attaching N probes..." once it is attached.
-for _ in $(seq 50); do
-  grep -q "Attaching" "$hist" 2>/dev/null && break
-  sleep 0.2
-done
-"$skbsim" measure --trace off --out "$out/measurement" "$@"
-cleanup
-trap - EXIT
+trace_measure wake-latency "$out" "$hist" scripts/wake-latency.bt 1 "$@"
 # Each histogram: count, mean from the ns stats, and sd of ln(latency) over the 3-us bins' middles.
 awk '
   function kind(name) { sub(/^@/, "", name); sub(/:$/, "", name); return name }

@@ -1,0 +1,55 @@
+# shellcheck shell=bash
+# trace-measure.sh — sourced, not run: runs a bpftrace program around one untraced
+# `skbsim measure` (wake-latency.sh, rcv-context.sh). Root; mounts tracefs for the run if it is
+# not mounted (and unmounts it), and stops bpftrace however the measure ends.
+#
+#   trace_measure NAME OUT_DIR OUTPUT PROGRAM.bt ARG [skbsim measure options...]
+#
+# runs `bpftrace PROGRAM.bt ARG` into OUTPUT (its errors into OUT_DIR/bpftrace.err), waits for
+# it to attach, then `skbsim measure --trace off --out OUT_DIR/measurement` with the options,
+# and stops bpftrace, which prints its maps into OUTPUT. The caller has cd'ed to the repository;
+# SKBSIM names another skbsim. Returns 1 (NAME: what is missing) when a tool is not installed.
+
+trace_measure_bt=""
+trace_measure_mounted=""
+
+trace_measure_stop() {
+  if [[ -n "$trace_measure_bt" ]]; then
+    kill -INT "$trace_measure_bt" 2>/dev/null || true
+    wait "$trace_measure_bt" 2>/dev/null || true
+    trace_measure_bt=""
+  fi
+  if [[ -n "$trace_measure_mounted" ]]; then
+    umount /sys/kernel/tracing || true
+    trace_measure_mounted=""
+  fi
+}
+
+trace_measure() {
+  local name=$1 out=$2 output=$3 program=$4 arg=$5
+  shift 5
+  local skbsim=${SKBSIM:-build/release/sim/skbsim}
+  local tool
+  for tool in bpftrace awk "$skbsim"; do
+    if ! command -v "$tool" >/dev/null; then
+      echo "$name: expected $tool (bash scripts/setup.sh; cmake --workflow --preset release)" >&2
+      return 1
+    fi
+  done
+  if ! mountpoint -q /sys/kernel/tracing; then
+    mount -t tracefs nodev /sys/kernel/tracing
+    trace_measure_mounted=yes
+  fi
+  mkdir -p "$out"
+  trap trace_measure_stop EXIT
+  bpftrace "$program" "$arg" >"$output" 2>"$out/bpftrace.err" &
+  trace_measure_bt=$!
+  # bpftrace prints "Attaching N probes..." once it is attached.
+  for _ in $(seq 50); do
+    grep -q "Attaching" "$output" 2>/dev/null && break
+    sleep 0.2
+  done
+  "$skbsim" measure --trace off --out "$out/measurement" "$@"
+  trace_measure_stop
+  trap - EXIT
+}
