@@ -658,21 +658,32 @@ int run_calibrate(const std::vector<std::string>& args) {
       std::cout << "  " << std::left << std::setw(24) << p << std::right
                 << fixed(start.get(p), 4) << " -> " << fixed(f.preset.get(p), 4) << "\n";
     }
-    std::cout << "\n" << std::left << std::setw(38) << "scenario" << std::setw(26) << "figure"
+    // Columns as wide as the longest scenario and figure name, two spaces apart.
+    int name_w = 8;
+    int figure_w = 6;
+    for (const Residual& r : f.residuals) {
+      name_w = std::max(name_w, static_cast<int>(r.scenario.size()));
+      figure_w = std::max(figure_w, static_cast<int>(r.figure.size()));
+    }
+    name_w += 2;
+    figure_w += 2;
+    const auto print_row = [name_w, figure_w](const Residual& r) {
+      std::cout << std::left << std::setw(name_w) << r.scenario << std::setw(figure_w) << r.figure
+                << std::right << std::setw(10) << fixed(r.measured, 3) << std::setw(11)
+                << fixed(r.predicted, 3) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
+    };
+    std::cout << "\n"
+              << std::left << std::setw(name_w) << "scenario" << std::setw(figure_w) << "figure"
               << std::right << std::setw(10) << "measured" << std::setw(11) << "fitted"
               << std::setw(9) << "error\n";
     for (const Residual& r : f.residuals) {
-      std::cout << std::left << std::setw(38) << r.scenario << std::setw(26) << r.figure
-                << std::right << std::setw(10) << fixed(r.measured, 3) << std::setw(11)
-                << fixed(r.predicted, 3) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
+      print_row(r);
     }
     if (vm.count("no-loo") == 0 && scenarios.size() > 1) {
       std::cout << "\nLeave-one-out (each scenario predicted by a fit of the others):\n";
       for (const LeaveOneOut& l : leave_one_out(scenarios, start, free, priors, starts)) {
         for (const Residual& r : l.predicted) {
-          std::cout << std::left << std::setw(38) << r.scenario << std::setw(26) << r.figure
-                    << std::right << std::setw(10) << fixed(r.measured, 3) << std::setw(11)
-                    << fixed(r.predicted, 3) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
+          print_row(r);
         }
       }
     }

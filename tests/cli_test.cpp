@@ -272,13 +272,28 @@ TEST(CalibrateCommand, ProfileUnlimitedOnlyLeavesOutAPacedReferencesGroups) {
   ASSERT_EQ(all.exit_code, 0) << all.err;
   ASSERT_EQ(unlimited_only.exit_code, 0) << unlimited_only.err;
   EXPECT_NE(all.out.find("to 2 figures of 1 scenarios"), std::string::npos) << all.out;
-  // A residual row: the scenario's name padded, then the figure (the printed preset's fit
-  // command names it too, after a single space).
-  const std::string row = "direct-on-1000mbps           profile:tcp";
+  // A residual row: the scenario's name padded to the longest name's width and two spaces, then
+  // the figure (the printed preset's fit command names it too, after a single space).
+  const std::string row = "direct-on-1000mbps  profile:tcp";
   EXPECT_NE(all.out.find(row), std::string::npos) << all.out;
   EXPECT_NE(unlimited_only.out.find("to 1 figures of 1 scenarios"), std::string::npos)
       << unlimited_only.out;
   EXPECT_EQ(unlimited_only.out.find(row), std::string::npos) << unlimited_only.out;
+}
+
+// The residual table's columns are as wide as their longest entry: a scenario name longer than
+// any fixed width (the 2.6 GHz set's run to 43 characters) still stands apart from its figure.
+TEST(CalibrateCommand, ALongScenarioNameStaysApartFromItsFigure) {
+  const Invocation r =
+      run_cli({"calibrate", "--scenarios",
+               "scenarios/measured/intel-kvm-2core-2600mhz/direct-off-unlimited.json", "--preset",
+               "scenarios/models/intel-kvm-2core-2600mhz.json", "--free", "call_scale", "--figure",
+               "service_demand_us_per_kb", "--no-loo", "--start", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string name = "intel-kvm-2core-2600mhz-direct-off-unlimited";
+  EXPECT_NE(r.out.find("\n" + name + "  service_demand_us_per_kb"), std::string::npos) << r.out;
+  const std::string header = "\nscenario" + std::string(name.size() + 2 - 8, ' ') + "figure";
+  EXPECT_NE(r.out.find(header), std::string::npos) << r.out;
 }
 
 // A one-scenario calibrate of call_scale, ending in `flag` (its values to follow).
