@@ -46,9 +46,17 @@ trace_measure() {
   trace_measure_bt=$!
   # bpftrace prints "Attaching N probes..." once it is attached.
   for _ in $(seq 50); do
-    grep -q "Attaching" "$output" 2>/dev/null && break
+    grep -q "Attaching" "$output" "$out/bpftrace.err" 2>/dev/null && break
+    kill -0 "$trace_measure_bt" 2>/dev/null || break
     sleep 0.2
   done
+  if ! grep -q "Attaching" "$output" "$out/bpftrace.err" 2>/dev/null ||
+    ! kill -0 "$trace_measure_bt" 2>/dev/null; then
+    echo "$name: bpftrace did not attach $program (see $out/bpftrace.err)" >&2
+    trace_measure_stop
+    trap - EXIT
+    return 1
+  fi
   "$skbsim" measure --trace off --out "$out/measurement" "$@"
   trace_measure_stop
   trap - EXIT

@@ -41,6 +41,8 @@ std::uint32_t advmss(const TcpSock& s) {
 // the flow's rcvbuf when larger (a measured flow's rcvbuf is its host's tcp_rmem[2]), else the
 // default tcp_init() sets on any machine with memory to spare, 6 MB.
 constexpr std::int64_t kTcpRmemMaxDefault = 6 * 1024 * 1024;
+// tcp_rmem[1], a socket's buffer before autotuning grows it (the default, 128 KB).
+constexpr std::int64_t kTcpRmemDefault = 128 * 1024;
 std::int64_t tcp_rmem_max(const TcpSock& s) {
   return std::max<std::int64_t>(s.params.rcvbuf, kTcpRmemMaxDefault);
 }
@@ -135,11 +137,15 @@ std::uint32_t tcp_select_window(TcpSock& s) {
 void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
   const std::int64_t space = std::min<std::int64_t>(s.window_clamp, tcp_space(s));
   if (!s.ssthresh_grown) {
-    // Never below where the kernel's starts, which it only raises: the initial window,
-    // tcp_select_initial_window's TCP_DEFAULT_INIT_RCVWND (10) segments under the clamp. A
-    // buffer smaller than an skb's window would otherwise leave the window under one MSS: zero.
-    const std::int64_t initial =
-        std::min<std::int64_t>(s.window_clamp, std::int64_t{10} * advmss(s));
+    // Never below where the kernel's starts, which only memory pressure (tcp_clamp_window,
+    // tcp_adjust_rcv_ssthresh; not modelled) lowers: the initial window, the buffer's full space
+    // at the handshake in whole segments under the clamp (tcp_select_initial_window, no longer
+    // capped at 64 KB in the 6.x kernels modelled), the buffer being tcp_rmem[1] (128 KB) until
+    // autotuning grows it, or the locked SO_RCVBUF. A buffer smaller than an skb's window would
+    // otherwise leave the window under one MSS: zero.
+    const std::int64_t buffer = s.params.rcvbuf_locked ? s.params.rcvbuf : kTcpRmemDefault;
+    const std::int64_t mss = advmss(s);
+    const std::int64_t initial = std::min<std::int64_t>(s.window_clamp, (buffer >> 1) / mss * mss);
     s.ssthresh_grown = true;
     s.rcv_ssthresh = static_cast<std::uint32_t>(std::max(space, initial));
     return;
@@ -431,13 +437,16 @@ bool tso_fragment(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, std::uint32_t le
   PacketMeta& b = meta(*buff);
   b = m;
   b.seq = m.seq + len;
+  b.trace_seg = b.seq / s.params.mss + 1;
   m.end_seq = b.seq;
   m.flags = static_cast<std::uint8_t>(m.flags & ~kFlagPsh);  // PSH (and FIN) stay on the last
   ops::split(o, skb, *buff, len);
   buff->set_traced(skb.traced());
   // tcp_set_skb_tso_segs on both: the model sets gso_size and gso_segs when it sends an skb
-  // (tcp_write_xmit, below), so both are cleared here; the rest may still grow meanwhile, as the
-  // kernel's tcp_sendmsg resets an skb's count when it appends (tcp_skb_pcount_set(skb, 0)).
+  // (tcp_write_xmit, below), so the cut one's are cleared here (the new one has none); the rest
+  // may still grow meanwhile, as the kernel's tcp_sendmsg resets an skb's count when it appends
+  // (tcp_skb_pcount_set(skb, 0)). (2.6.20's tcp_fragment of a linear skb moves less truesize;
+  // the model's 2.6.20 skbs that outgrow an MSS are paged.)
   ops::set_gso(skb, 0, 0, 0);
   ops::header_release(o, *buff);
   s.write_queue.insert(std::next(SkbQueue::s_iterator_to(skb)), *buff);
@@ -458,7 +467,8 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
                                static_cast<std::int32_t>(s.snd_sml - s.snd_nxt) <= 0;
     // The window left for this skb (the model has no congestion window: the steady state's is
     // the receiver's window).
-    const std::uint32_t limit = s.snd_una + s.snd_wnd - m.seq;
+    const auto room = static_cast<std::int32_t>(s.snd_una + s.snd_wnd - m.seq);
+    const std::uint32_t limit = room < 0 ? 0U : static_cast<std::uint32_t>(room);
     if (is_last && in_flight &&
         ((len < s.params.mss && small_unacked) ||
          (len > s.params.mss && len < s.size_goal && s.to_send != 0 && limit < kTsoDeferFull))) {
@@ -469,7 +479,7 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
       break;
     }
     // tcp_snd_wnd_test: the skb's first MSS must fit in the receiver's window.
-    if (std::min(len, s.params.mss) > limit || static_cast<std::int32_t>(limit) < 0) {
+    if (std::min(len, s.params.mss) > limit) {
       break;
     }
     if (len > limit) {
@@ -480,7 +490,9 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
       }
       // tcp_mss_split_point: as much as the window takes, in whole segments while a sub-MSS
       // remainder would wait under Nagle (tcp_nagle_check: an earlier small one unacknowledged);
-      // tso_fragment cuts the skb there and the rest waits for the window.
+      // tso_fragment cuts the skb there and the rest waits for the window. (The kernel also trims
+      // a sub-MSS end off a tail skb that fits, under the same Nagle check, and defers less: not
+      // while the oldest unacknowledged skb is younger than half an RTT. The model has neither.)
       const std::uint32_t partial = limit % s.params.mss;
       const std::uint32_t cut =
           partial != 0 && in_flight && small_unacked ? limit - partial : limit;
@@ -1257,9 +1269,12 @@ bool pure_ack(const PacketMeta& m) noexcept {
 //   copies its zero bytes into the tail's room), and the skb is freed.
 // - Data: with its TCP header pulled, skb_try_coalesce appends its frags to the tail's
 //   (ops::try_coalesce: never into a clone the sender still holds the original of, so not on
-//   direct veth with TSO; never a linear segment's kmalloc'd head, so not with offloads off;
+//   direct veth with TSO; a linear segment only by copy into the tail's spare room, which
+//   veth's segments with offloads off never fit, their kmalloc'd heads never taken;
 //   skb_segment's segments at a veth without TSO, and skbs ip_forward's skb_cow gave a head of
-//   their own, merge). The tail takes the later ack_seq and window, the flags of both, the larger
+//   their own, merge). Both compare the timestamp's value, not its echo (TSecr): the model does
+//   not carry it, and within a millisecond it rarely differs. The tail takes the later ack_seq
+//   and window, the flags of both, the larger
 //   gso_size and the sum of gso_segs; its truesize grows by what the merged skb's data held
 //   (sk_backlog.len too), and the skb is freed (kfree_skb_partial). On this VM the kernel merged
 //   0.12-0.18 segments in the backlog per segment with TSO or checksums off (a tenth to a fifth
@@ -1287,15 +1302,16 @@ bool backlog_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
     const std::uint32_t gso_segs = std::max<std::uint32_t>(skb.shinfo().gso_segs, 1);
     std::uint32_t delta = 0;
     if (!ops::try_coalesce(o, tail, skb, &delta)) {
-      ops::push(o, skb, kTcpHeader);  // __skb_push(skb, hdrlen)
+      ops::unpull(o, skb, kTcpHeader);  // __skb_push(skb, hdrlen)
       return false;
     }
     t.end_seq = m.end_seq;
-    t.flags |= m.flags;
+    net.hop(ctx, skb, "tcp_add_backlog: into skb ", std::to_string(tail.id()));
     ops::set_gso(tail, std::max(gso_size, tail_gso_size),
                  std::min<std::uint32_t>(gso_segs + tail_gso_segs, 0xFFFF), tail.shinfo().gso_type);
     s.backlog_len += delta;
   }
+  t.flags |= m.flags;
   if (static_cast<std::int32_t>(m.ack - t.ack) >= 0) {
     t.ack = m.ack;
     t.wnd = m.wnd;

@@ -345,6 +345,17 @@ void push(OpCtx& ctx, Skb& skb, std::uint32_t len) {
   record(ctx, skb, {.sym = Sym::kSkbPush});
 }
 
+void unpull(OpCtx& ctx, Skb& skb, std::uint32_t len) {
+  require_live(skb, Sym::kSkbPush);
+  if (len > skb.headroom()) {
+    raise_bug("skb_under_panic", Sym::kSkbPush, skb.id(),
+              "push " + std::to_string(len) + " with headroom " + std::to_string(skb.headroom()));
+  }
+  E::data(skb) -= len;
+  E::len(skb) += len;
+  record(ctx, skb, {.sym = Sym::kSkbPush});
+}
+
 bool pull(OpCtx& ctx, Skb& skb, std::uint32_t len) {
   require_live(skb, Sym::kSkbPull);
   if (len > skb.len()) {

@@ -1802,6 +1802,23 @@ TEST_P(Split, RefusedForACloneOrPastTheEnd_skb_split) {
   EXPECT_TRUE(env.pool.empty());
 }
 
+// tcp_add_backlog undoes its __skb_pull with __skb_push when the merge fails: the bytes are the
+// skb's own, so a clone whose header another skb shares may take them back (unpull), where a
+// push into that header would write to it (push: a bug).
+TEST_P(Split, UnpullGivesBackWhatAPullTookEvenFromAHeaderClone___skb_push) {
+  Skb* skb = frag_skb(env, 1);
+  Skb* c = ops::clone(ctx(), *skb);
+  ASSERT_TRUE(c->header_cloned());
+  ASSERT_TRUE(ops::pull(ctx(), *c, 32));
+  ops::unpull(ctx(), *c, 32);
+  EXPECT_EQ(c->len(), 600U);
+  EXPECT_EQ(c->headlen(), 100U);
+  EXPECT_EQ(bug_of([&] { ops::push(ctx(), *c, 8); }), "write to shared header");
+  ops::kfree_skb(ctx(), *c);
+  ops::kfree_skb(ctx(), *skb);
+  EXPECT_TRUE(env.pool.empty());
+}
+
 // ---- skb_try_coalesce (6.x) -------------------------------------------------------------------
 
 // A received skb whose payload is all in frags (its headers pulled): what tcp_queue_rcv offers.

@@ -513,11 +513,12 @@ TEST(ReceiveWindow6x, ASkbLargerThanTheWindowIsCut_tso_fragment) {
 }
 
 // The model starts rcv_ssthresh where the kernel's growth stops, the space one skb leaves (see
-// tcp_grow_window); but the kernel's only grows from the initial window, 10 segments under the
-// clamp (tcp_select_initial_window), so that is its floor. A 16 KB buffer, smaller than one 64 KB
-// skb's window, left the model's at 1138 bytes, under one MSS: a zero window the reader never
-// reopened (a stall, found on 2026-12-03 with the presets refitted).
-TEST(ReceiveWindow6x, AWindowNeverStartsBelowTenSegments_tcp_select_initial_window) {
+// tcp_grow_window); but the kernel's starts at the initial window, the buffer's full space in
+// whole segments under the clamp (tcp_select_initial_window), and only memory pressure lowers it.
+// A 16 KB locked buffer, smaller than one 64 KB skb's window, left the model's at 1138 bytes,
+// under one MSS: a zero window the reader never reopened (a stall, found on 2026-12-03 with the
+// presets refitted). The initial window is now its floor.
+TEST(ReceiveWindow6x, ASmallLockedBufferKeepsItsInitialWindow_tcp_select_initial_window) {
   ScenarioSpec s = measured_vm("direct-on-unlimited", 0.05, 0.02);
   for (FlowSpec& f : s.flows) {
     f.rcvbuf = 16384;

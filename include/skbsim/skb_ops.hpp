@@ -69,6 +69,9 @@ void push(OpCtx& ctx, Skb& skb, std::uint32_t len);
 // skb_pull(len): false (and nothing done) when len > skb->len. Requires len <= headlen
 // (__skb_pull BUGs when it would pull into the frags).
 [[nodiscard]] bool pull(OpCtx& ctx, Skb& skb, std::uint32_t len);
+// __skb_push() undoing an __skb_pull() of the same `len` on the same skb (tcp_add_backlog when
+// its merge fails): the bytes were the skb's own, so unlike push() no shared-header check.
+void unpull(OpCtx& ctx, Skb& skb, std::uint32_t len);
 // skb_trim(len): shortens a linear skb to len; on a nonlinear skb the kernel WARNs and does nothing
 // (returns false then).
 bool trim(OpCtx& ctx, Skb& skb, std::uint32_t len);
