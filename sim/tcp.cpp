@@ -43,6 +43,12 @@ std::uint32_t advmss(const TcpSock& s) {
 constexpr std::int64_t kTcpRmemMaxDefault = 6 * 1024 * 1024;
 // tcp_rmem[1], a socket's buffer before autotuning grows it (the default, 128 KB).
 constexpr std::int64_t kTcpRmemDefault = 128 * 1024;
+// tcp_full_space() while scaling_ratio is still its default, half: the window a buffer of
+// `rcvbuf` bytes holds before any skb has been measured (the handshake's, and the initial window).
+std::int64_t initial_full_space(std::int64_t rcvbuf) {
+  return rcvbuf >> 1;
+}
+
 std::int64_t tcp_rmem_max(const TcpSock& s) {
   return std::max<std::int64_t>(s.params.rcvbuf, kTcpRmemMaxDefault);
 }
@@ -145,7 +151,8 @@ void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
     // otherwise leave the window under one MSS: zero.
     const std::int64_t buffer = s.params.rcvbuf_locked ? s.params.rcvbuf : kTcpRmemDefault;
     const std::int64_t mss = advmss(s);
-    const std::int64_t initial = std::min<std::int64_t>(s.window_clamp, (buffer >> 1) / mss * mss);
+    const std::int64_t initial =
+        std::min<std::int64_t>(s.window_clamp, initial_full_space(buffer) / mss * mss);
     s.ssthresh_grown = true;
     s.rcv_ssthresh = static_cast<std::uint32_t>(std::max(space, initial));
     return;
@@ -1094,7 +1101,7 @@ void read_call(Net& net, TcpSock& s) {
 InitialWindow tcp_initial_window(std::int64_t rcvbuf, bool locked, std::uint32_t advmss,
                                  std::int64_t tcp_rmem_max) {
   constexpr std::int64_t kMaxClamp = std::int64_t{65535} << 14;  // U16_MAX << TCP_MAX_WSCALE
-  const std::int64_t full_space = rcvbuf >> 1;  // tcp_full_space, scaling_ratio 128 of 256
+  const std::int64_t full_space = initial_full_space(rcvbuf);
   // tcp_openreq_init_rwin: a locked buffer clamps the window to its own full space; otherwise
   // there is no clamp yet and tcp_select_initial_window takes the largest scaled window.
   const std::int64_t clamp = locked ? full_space : kMaxClamp;
@@ -1272,14 +1279,14 @@ bool pure_ack(const PacketMeta& m) noexcept {
 //   direct veth with TSO; a linear segment only by copy into the tail's spare room, which
 //   veth's segments with offloads off never fit, their kmalloc'd heads never taken;
 //   skb_segment's segments at a veth without TSO, and skbs ip_forward's skb_cow gave a head of
-//   their own, merge). Both compare the timestamp's value, not its echo (TSecr): the model does
-//   not carry it, and within a millisecond it rarely differs. The tail takes the later ack_seq
-//   and window, the flags of both, the larger
-//   gso_size and the sum of gso_segs; its truesize grows by what the merged skb's data held
-//   (sk_backlog.len too), and the skb is freed (kfree_skb_partial). On this VM the kernel merged
-//   0.12-0.18 segments in the backlog per segment with TSO or checksums off (a tenth to a fifth
-//   of the skbs queued there) and 0.008 in forward with the defaults; 0.0006 or none where the
-//   rules above refuse.
+//   their own, merge). The tail takes the later ack_seq and window, the flags of both, the
+//   larger gso_size and the sum of gso_segs; its truesize grows by what the merged skb's data
+//   held (sk_backlog.len too), and the skb is freed (kfree_skb_partial). On this VM the kernel
+//   merged 0.12-0.18 segments in the backlog per segment with TSO or checksums off (a tenth to a
+//   fifth of the skbs queued there) and 0.008 in forward with the defaults; 0.0006 or none
+//   where the rules above refuse.
+// Both kinds compare the timestamp's value, not its echo (TSecr): the model does not carry it,
+// and within a millisecond it rarely differs.
 bool backlog_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   if (s.backlog.empty()) {
     return false;

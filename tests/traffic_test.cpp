@@ -475,13 +475,18 @@ TEST(ReceiveWindow6x, AnUnscaledWindowMovesInWholeSegments___tcp_select_window) 
 
 // A stream into a small buffer locked by SO_RCVBUF (window scale 0: the offers move in whole
 // segments) still delivers everything, without stalling on a zero window.
-TEST(ReceiveWindow6x, ASmallLockedBufferStillDeliversTheStream) {
-  ScenarioSpec s = measured_vm("direct-on-unlimited", 0.1, 0.05);
+// measured_vm(name, ...) with its receiver's buffer locked at `rcvbuf` bytes (SO_RCVBUF).
+ScenarioSpec locked_rcvbuf(ScenarioSpec s, std::int64_t rcvbuf) {
   for (FlowSpec& f : s.flows) {
-    f.rcvbuf = 65536;
+    f.rcvbuf = rcvbuf;
     f.rcvbuf_locked = true;
   }
-  const RunResult r = run_scenario(s);
+  return s;
+}
+
+TEST(ReceiveWindow6x, ASmallLockedBufferStillDeliversTheStream) {
+  const RunResult r =
+      run_scenario(locked_rcvbuf(measured_vm("direct-on-unlimited", 0.1, 0.05), 65536));
   EXPECT_GT(r.throughput_mbps, 1000.0) << "a 31 KB window over a veth's round trip";
   EXPECT_GT(r.total_bytes_received, 0U);
   EXPECT_TRUE(r.drops.empty());
@@ -495,10 +500,8 @@ TEST(ReceiveWindow6x, ASmallLockedBufferStillDeliversTheStream) {
 // queue fill it; before 2026-12-03 the model waited for a window the whole skb fit in. A 32 MB
 // buffer's window takes every skb whole.
 TEST(ReceiveWindow6x, ASkbLargerThanTheWindowIsCut_tso_fragment) {
-  ScenarioSpec slow = measured_vm("direct-on-unlimited", 0.05, 0.02);
+  ScenarioSpec slow = locked_rcvbuf(measured_vm("direct-on-unlimited", 0.05, 0.02), 131072);
   for (FlowSpec& f : slow.flows) {
-    f.rcvbuf = 131072;
-    f.rcvbuf_locked = true;
     f.recv_size = 2000;
   }
   const RunResult r = run_scenario(slow);
@@ -519,12 +522,8 @@ TEST(ReceiveWindow6x, ASkbLargerThanTheWindowIsCut_tso_fragment) {
 // under one MSS: a zero window the reader never reopened (a stall, found on 2026-12-03 with the
 // presets refitted). The initial window is now its floor.
 TEST(ReceiveWindow6x, ASmallLockedBufferKeepsItsInitialWindow_tcp_select_initial_window) {
-  ScenarioSpec s = measured_vm("direct-on-unlimited", 0.05, 0.02);
-  for (FlowSpec& f : s.flows) {
-    f.rcvbuf = 16384;
-    f.rcvbuf_locked = true;
-  }
-  const RunResult r = run_scenario(s);
+  const RunResult r =
+      run_scenario(locked_rcvbuf(measured_vm("direct-on-unlimited", 0.05, 0.02), 16384));
   EXPECT_GT(r.segments, 1000U);
   EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
   EXPECT_EQ(r.total_bytes_sent, r.total_bytes_received + r.total_bytes_dropped);
