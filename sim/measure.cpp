@@ -416,6 +416,14 @@ measure::Machine describe_machine(ScratchDir& scratch) {
       small.size() < 7) {
     m.small_head_bytes = static_cast<std::uint32_t>(std::stoul(small));
   }
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/sys/devices/system/cpu/vulnerabilities", ec)) {
+    m.cpu_vulnerabilities.emplace_back(e.path().filename().string(),
+                                       first_line(read_text(e.path().string())));
+  }
+  std::sort(m.cpu_vulnerabilities.begin(), m.cpu_vulnerabilities.end());
+  m.kernel_parameters = measure::kernel_parameters_of_note(first_line(read_text("/proc/cmdline")));
   return m;
 }
 

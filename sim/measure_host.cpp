@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -411,6 +412,35 @@ std::string read_cpuid_signature() {
 #else
   return "";
 #endif
+}
+
+std::vector<std::string> kernel_parameters_of_note(const std::string& cmdline) {
+  // Names (before any '=') that are one of these, or start with one ending in '.'.
+  // clang-format off
+  static constexpr std::array<std::string_view, 33> kNoted = {
+      "mitigations", "nopti", "pti", "nospectre_v1", "nospectre_v2", "spectre_v2",
+      "spectre_v2_user", "spectre_bhi", "spec_store_bypass_disable", "nospec_store_bypass_disable",
+      "retbleed", "spec_rstack_overflow", "mds", "tsx", "tsx_async_abort", "l1tf", "mmio_stale_data",
+      "srbds", "gather_data_sampling", "reg_file_data_sampling", "idle", "cpuidle_haltpoll.",
+      "haltpoll.", "processor.max_cstate", "intel_idle.", "nohz", "nohz_full", "isolcpus",
+      "rcu_nocbs", "preempt", "threadirqs", "tsc", "clocksource"};
+  // clang-format on
+  std::vector<std::string> out;
+  std::istringstream in(cmdline);
+  std::string word;
+  while (in >> word) {
+    if (word == "--") {
+      break;  // what follows is init's
+    }
+    const std::string_view name = std::string_view(word).substr(0, word.find('='));
+    const bool noted = std::any_of(kNoted.begin(), kNoted.end(), [name](std::string_view k) {
+      return k.back() == '.' ? name.starts_with(k) : name == k;
+    });
+    if (noted) {
+      out.push_back(word);
+    }
+  }
+  return out;
 }
 
 void parse_cpuinfo(const std::string& text, Machine& m) {

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace skbsim::sim::measure {
@@ -157,6 +158,15 @@ struct Machine {
   std::string dmi_product;               // /sys/class/dmi/id/product_name
   // /sys/kernel/slab/skbuff_small_head/object_size (6.x): tells the build's MAX_HEADER.
   std::optional<std::uint32_t> small_head_bytes;
+  // /sys/devices/system/cpu/vulnerabilities: each CPU flaw the kernel knows and how it deals with
+  // it ("Mitigation: Retpolines", "Vulnerable: Safe RET, no microcode"), by name; empty when the
+  // directory is absent. Two boots of one kernel on different hosts can differ here, and the
+  // mitigations on the kernel's entry, exit and return paths change what every syscall and
+  // interrupt costs.
+  std::vector<std::pair<std::string, std::string>> cpu_vulnerabilities;
+  // The parameters on the kernel command line that change what the kernel spends:
+  // kernel_parameters_of_note.
+  std::vector<std::string> kernel_parameters;
   // "<vm>" or "<vm>+<container>": the vm from the kernel log, else the CPUID signature as the
   // kernel names it, else systemd-detect-virt --vm, else the DMI vendor, else "hypervisor" (the
   // cpuinfo flag alone), else "none"; the container from systemd-detect-virt --container when not
@@ -164,6 +174,14 @@ struct Machine {
   // the signature gives the same name for the hypervisors the kernel knows by it.)
   std::string virtualisation() const;
 };
+
+// Of /proc/cmdline's text, in order, the kernel's own parameters (those before a "--", which
+// go to init) that change what it spends: the speculation mitigations (mitigations=, nopti,
+// spectre_v2=, retbleed=, spec_rstack_overflow= and the like), idle and polling (idle=,
+// cpuidle_haltpoll.*, haltpoll.*, processor.max_cstate=, intel_idle.*), the tick and isolation
+// (nohz*, isolcpus=, rcu_nocbs=), preemption (preempt=, threadirqs) and the clock (tsc=,
+// clocksource=).
+std::vector<std::string> kernel_parameters_of_note(const std::string& cmdline);
 
 // Parses /proc/cpuinfo text into `m` (model, MHz, hypervisor flag).
 void parse_cpuinfo(const std::string& text, Machine& m);

@@ -333,25 +333,35 @@ ojson per_segment_json(const TraceCounts& c, std::int64_t segments, const NetPla
 
 namespace {
 
+ojson vulnerabilities_json(const Machine& m) {
+  ojson v = ojson::object();
+  for (const auto& [name, state] : m.cpu_vulnerabilities) {
+    v[name] = state;
+  }
+  return v;
+}
+
 ojson machine_json(const Machine& m) {
-  return {{"kernel", m.kernel},
-          {"kernel_version", m.kernel_version},
-          {"arch", m.arch},
-          {"cpu_model", m.cpu_model},
-          {"cpu_mhz", m.cpu_mhz ? ojson(rounded(*m.cpu_mhz, 3)) : ojson(nullptr)},
-          {"cpus", m.cpus},
-          {"clk_tck", m.clk_tck},
-          {"skbuff_small_head_bytes",
-           m.small_head_bytes ? ojson(*m.small_head_bytes) : ojson(nullptr)},
-          {"virtualisation", m.virtualisation()},
-          {"virtualisation_sources",
-           {{"kernel_log_hypervisor", m.kernel_hypervisor},
-            {"cpuid_signature", m.cpuid_signature},
-            {"systemd_detect_virt_vm", m.systemd_detect_vm},
-            {"systemd_detect_virt_container", m.systemd_detect_container},
-            {"dmi_sys_vendor", m.dmi_vendor},
-            {"dmi_product_name", m.dmi_product},
-            {"cpuinfo_hypervisor_flag", m.hypervisor_flag}}}};
+  return {
+      {"kernel", m.kernel},
+      {"kernel_version", m.kernel_version},
+      {"arch", m.arch},
+      {"cpu_model", m.cpu_model},
+      {"cpu_mhz", m.cpu_mhz ? ojson(rounded(*m.cpu_mhz, 3)) : ojson(nullptr)},
+      {"cpus", m.cpus},
+      {"clk_tck", m.clk_tck},
+      {"skbuff_small_head_bytes", m.small_head_bytes ? ojson(*m.small_head_bytes) : ojson(nullptr)},
+      {"virtualisation", m.virtualisation()},
+      {"virtualisation_sources",
+       {{"kernel_log_hypervisor", m.kernel_hypervisor},
+        {"cpuid_signature", m.cpuid_signature},
+        {"systemd_detect_virt_vm", m.systemd_detect_vm},
+        {"systemd_detect_virt_container", m.systemd_detect_container},
+        {"dmi_sys_vendor", m.dmi_vendor},
+        {"dmi_product_name", m.dmi_product},
+        {"cpuinfo_hypervisor_flag", m.hypervisor_flag}}},
+      {"cpu_vulnerabilities", vulnerabilities_json(m)},
+      {"kernel_parameters", m.kernel_parameters}};
 }
 
 ojson device_setup_json(const PlanDevice& d, const ConfigResult& r) {
@@ -1394,6 +1404,38 @@ std::vector<std::string> machine_differences(const ojson& committed, const Machi
       std::abs(*now.cpu_mhz / mhz.get<double>() - 1.0) > 0.05) {
     d.push_back("clock " + fixed(mhz.get<double>(), 0) + " MHz, now " + fixed(*now.cpu_mhz, 0) +
                 " MHz");
+  }
+  // Recorded since December 2026: a set without them is not held to them.
+  if (const ojson& v = committed.value("cpu_vulnerabilities", ojson()); v.is_object()) {
+    const ojson is = vulnerabilities_json(now);
+    const auto quoted = [](const ojson& state) {
+      return "\"" + (state.is_string() ? state.get<std::string>() : state.dump()) + "\"";
+    };
+    std::vector<std::string> changed;
+    for (const auto& [name, state] : is.items()) {
+      if (!v.contains(name) || v[name] != state) {
+        changed.push_back(name + " " + (v.contains(name) ? quoted(v[name]) : "unknown") + ", now " +
+                          quoted(state));
+      }
+    }
+    for (const auto& [name, state] : v.items()) {
+      if (!is.contains(name)) {
+        changed.push_back(name + " " + quoted(state) + ", now unknown");
+      }
+    }
+    if (!changed.empty()) {
+      d.push_back("CPU vulnerabilities: " + joined(changed, ", "));
+    }
+  }
+  if (const ojson& p = committed.value("kernel_parameters", ojson()); p.is_array()) {
+    if (p != ojson(now.kernel_parameters)) {
+      std::vector<std::string> was;
+      for (const ojson& w : p) {
+        was.push_back(w.is_string() ? w.get<std::string>() : w.dump());
+      }
+      d.push_back("kernel parameters " + (was.empty() ? "none" : joined(was, " ")) + ", now " +
+                  (now.kernel_parameters.empty() ? "none" : joined(now.kernel_parameters, " ")));
+    }
   }
   return d;
 }

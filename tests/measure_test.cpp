@@ -1172,6 +1172,54 @@ TEST(MeasureReport, CompareSaysWhenTheMachineIsNotTheCommittedSets) {
   EXPECT_TRUE(machine_differences(*k, later).empty()) << later.virtualisation();
 }
 
+// Two boots of one kernel release on different hosts: a set that recorded the CPU's mitigations
+// and the kernel parameters of note is another class when they differ; one that did not (every
+// set before December 2026) is not held to them.
+TEST(MeasureReport, CompareHoldsTheMitigationsAndKernelParametersASetRecorded) {
+  TempDir tmp;
+  Machine was = machine_of("6.18.44-fc-v1147", "KVM", 2596.1);
+  write_set(tmp.path(), was);
+  const auto old = committed_machine(tmp.path());
+  ASSERT_TRUE(old.has_value());
+  Machine now = was;
+  now.cpu_vulnerabilities = {{"spec_rstack_overflow", "Vulnerable: Safe RET, no microcode"}};
+  now.kernel_parameters = {"mitigations=auto"};
+  EXPECT_TRUE(machine_differences(*old, now).empty());
+
+  was.cpu_vulnerabilities = {{"spec_rstack_overflow", "Mitigation: IBPB"},
+                             {"spectre_v2", "Mitigation: Retpolines"}};
+  was.kernel_parameters = {"mitigations=auto", "cpuidle_haltpoll.force=1"};
+  nlohmann::ordered_json doc;
+  doc["machine"] = *old;
+  doc["machine"]["cpu_vulnerabilities"] = {{"spec_rstack_overflow", "Mitigation: IBPB"},
+                                           {"spectre_v2", "Mitigation: Retpolines"}};
+  doc["machine"]["kernel_parameters"] = was.kernel_parameters;
+  const std::vector<std::string> d = machine_differences(doc["machine"], now);
+  ASSERT_EQ(d.size(), 2U);
+  EXPECT_EQ(d[0],
+            "CPU vulnerabilities: spec_rstack_overflow \"Mitigation: IBPB\", now \"Vulnerable: "
+            "Safe RET, no microcode\", spectre_v2 \"Mitigation: Retpolines\", now unknown");
+  EXPECT_EQ(d[1],
+            "kernel parameters mitigations=auto cpuidle_haltpoll.force=1, now "
+            "mitigations=auto");
+  now.cpu_vulnerabilities = was.cpu_vulnerabilities;
+  now.kernel_parameters = was.kernel_parameters;
+  EXPECT_TRUE(machine_differences(doc["machine"], now).empty());
+}
+
+TEST(MeasureHost, KernelParametersOfNoteAreTheKernelsOwnThatChangeItsCosts) {
+  EXPECT_EQ(kernel_parameters_of_note(
+                "console=ttyS0 quiet mitigations=auto,no_guest_host nopti idle=poll "
+                "cpuidle_haltpoll.force=1 haltpoll.guest_halt_poll_ns=0 random.trust_cpu=1 "
+                "nohz_full=1 rdinit=/init -- --idle=poll mitigations=off"),
+            (std::vector<std::string>{"mitigations=auto,no_guest_host", "nopti", "idle=poll",
+                                      "cpuidle_haltpoll.force=1", "haltpoll.guest_halt_poll_ns=0",
+                                      "nohz_full=1"}));
+  EXPECT_TRUE(kernel_parameters_of_note("").empty());
+  // A name that only starts like a noted one is not it.
+  EXPECT_TRUE(kernel_parameters_of_note("tscdeadline=1 idler=1").empty());
+}
+
 // --compare scenarios/measured: the one set measured on this machine's class; none or two is a
 // flag error that lists every set and how its machine differs.
 TEST(MeasureReport, CompareWithADirectoryOfSetsTakesTheOneOfThisMachine) {
