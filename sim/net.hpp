@@ -94,6 +94,7 @@ struct Namespace {
   std::string name;
   Host* host = nullptr;
   bool ip_forward = false;
+  bool tcp_backlog_ack_defer = true;  // net.ipv4.tcp_backlog_ack_defer (6.x, per namespace)
   std::vector<Device*> devices;
   std::vector<Route> routes;
   std::vector<std::uint32_t> addresses;

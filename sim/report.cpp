@@ -163,6 +163,16 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
     out["transactions_per_s"] = round_to(r.transactions_per_s, 2);
   }
   out["segments"] = r.segments;
+  if (r.type != TrafficType::kUdpStream && r.segments > 0) {
+    // The ACKs per data segment by the path that sent them, as scripts/ack-source.sh splits the
+    // kernel's.
+    J acks = J::object();
+    for (std::size_t k = 0; k < kAckPathCount; ++k) {
+      acks[kAckPathNames[k]] =
+          round_to(static_cast<double>(r.acks_by_path[k]) / static_cast<double>(r.segments), 5);
+    }
+    out["tcp_acks_by_path"] = std::move(acks);
+  }
   J hosts = J::object();
   for (const auto& h : r.hosts) {
     J jh;

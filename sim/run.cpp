@@ -48,6 +48,7 @@ void build(Net& net, const ScenarioSpec& spec, Built& b) {
     }
     Namespace& ns = net.add_namespace(*h, n.name);
     ns.ip_forward = n.ip_forward;
+    ns.tcp_backlog_ack_defer = n.tcp_backlog_ack_defer;
     ns.addresses = n.addresses;
     b.ns[n.name] = &ns;
   }
@@ -361,6 +362,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     std::uint64_t received = 0;
     std::uint64_t segments = 0;
     std::uint64_t transactions = 0;
+    std::array<std::uint64_t, kAckPathCount> acks_by_path{};
   };
   auto counters = [&flows] {
     Counters c;
@@ -371,6 +373,9 @@ RunResult run_scenario(const ScenarioSpec& spec) {
           c.received += t->stats.bytes_received;
           c.segments += t->stats.segs_out;
           c.transactions += t->stats.transactions;
+          for (std::size_t k = 0; k < kAckPathCount; ++k) {
+            c.acks_by_path[k] += t->stats.acks_by_path[k];
+          }
         }
       }
       for (const UdpSock* u : {f.ua.get(), f.uz.get()}) {
@@ -413,6 +418,9 @@ RunResult run_scenario(const ScenarioSpec& spec) {
   r.bytes_sent = c1.sent - c0.sent;
   r.segments = c1.segments - c0.segments;
   r.transactions = c1.transactions - c0.transactions;
+  for (std::size_t k = 0; k < kAckPathCount; ++k) {
+    r.acks_by_path[k] = c1.acks_by_path[k] - c0.acks_by_path[k];
+  }
   r.throughput_mbps = static_cast<double>(r.bytes_received) * 8.0 / spec.duration_s / 1e6;
   r.sent_mbps = static_cast<double>(r.bytes_sent) * 8.0 / spec.duration_s / 1e6;
   r.transactions_per_s = static_cast<double>(r.transactions) / spec.duration_s;

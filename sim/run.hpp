@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/net.hpp"
+#include "sim/tcp.hpp"
 #include "skbsim/ledger.hpp"
 
 namespace skbsim::sim {
@@ -36,6 +37,7 @@ struct NamespaceSpec {
   bool ip_forward = false;
   std::vector<std::uint32_t> addresses;
   std::vector<RouteSpec> routes;
+  bool tcp_backlog_ack_defer = true;  // net.ipv4.tcp_backlog_ack_defer (6.x)
 };
 
 struct DeviceSpec {
@@ -139,6 +141,7 @@ struct RunResult {
   std::uint64_t bytes_received = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t segments = 0;  // data segments on the wire (MSS units; UDP: datagrams) in the window
+  std::array<std::uint64_t, kAckPathCount> acks_by_path{};  // TCP's ACKs in the window, by path
   std::vector<HostResult> hosts;
   std::vector<Hazard> hazards;
   std::map<std::string, std::uint64_t> drops;

@@ -577,6 +577,7 @@ class Validator {
       const JsonReader host = n.child("host");
       ns.host = spec().hosts[lookup(host, hosts_, "host", "/hosts")].name;
       ns.ip_forward = n.bool_or("ip_forward", false);
+      ns.tcp_backlog_ack_defer = n.bool_or("tcp_backlog_ack_defer", true);
       if (auto addrs = n.optional_child("addresses")) {
         for (const JsonReader& a : addrs->array()) {
           const std::uint32_t addr = host_address(a);

@@ -121,8 +121,8 @@ inline constexpr std::array<std::string_view, 15> kTop = {
 inline constexpr std::array<std::string_view, 2> kKernelConfig = {"max_header", "comment"};
 inline constexpr std::array<std::string_view, 6> kHost = {
     "name", "cpus", "cpus_counted", "skb_defer_max", "defer_count", "comment"};
-inline constexpr std::array<std::string_view, 6> kNamespace = {"name",      "host",   "ip_forward",
-                                                               "addresses", "routes", "comment"};
+inline constexpr std::array<std::string_view, 7> kNamespace = {
+    "name", "host", "ip_forward", "tcp_backlog_ack_defer", "addresses", "routes", "comment"};
 inline constexpr std::array<std::string_view, 3> kRoute = {"to", "dev", "comment"};
 inline constexpr std::array<std::string_view, 14> kDevice = {
     "name",  "kind",      "ns",       "peer",    "ports",   "mtu",          "tx_queue_len",

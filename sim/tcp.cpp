@@ -640,8 +640,9 @@ void sendmsg_call(Net& net, TcpSock& s) {
 // The writer woke in sk_stream_wait_memory: the call goes on where it stopped.
 void resume_sendmsg(Net& net, TcpSock& s) { sendmsg_body(net, s, std::exchange(s.pending, 0)); }
 
-void tcp_send_ack(Net& net, ExecCtx& ctx, TcpSock& s) {
+void tcp_send_ack(Net& net, ExecCtx& ctx, TcpSock& s, AckPath path) {
   net.charge(ctx, Sym::kTcpSendAck);
+  ++s.stats.acks_by_path[static_cast<std::size_t>(path)];
   OpCtx o = net.op(ctx);
   const std::uint32_t h = max_tcp_header(net);
   Skb* skb = ops::alloc_skb(o, h);
@@ -713,7 +714,7 @@ void arm_delack(Net& net, ExecCtx& ctx, TcpSock& s) {
     }
     submit(*timer_ctx, [&net, &s, gen, timer_ctx] {
       if (s.delack_armed && s.delack_gen == gen) {
-        tcp_send_ack(net, *timer_ctx, s);
+        tcp_send_ack(net, *timer_ctx, s, AckPath::kDelackTimer);
       }
     });
   });
@@ -808,6 +809,12 @@ void measure_rcv_mss(const Net& net, TcpSock& s, const Skb& skb) {
 // it: the bytes received since the last ACK (rcv_wup) against the receiver's guess of the MSS.
 bool over_one_mss_unacked(const TcpSock& s) noexcept { return s.rcv_nxt - s.rcv_wup > s.rcv_mss; }
 
+// An ACK tcp_data sends: from the backlog when the socket's owner runs it (__release_sock), else
+// in the softirq that brought the skb.
+AckPath data_ack_path(const TcpSock& s) noexcept {
+  return s.in_release ? AckPath::kDataBacklog : AckPath::kDataSoftirq;
+}
+
 void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   OpCtx o = net.op(ctx);
   PacketMeta& m = meta(skb);
@@ -832,7 +839,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
       ++it;
     }
     s.ofo_queue.insert(it, skb);
-    tcp_send_ack(net, ctx, s);
+    tcp_send_ack(net, ctx, s, data_ack_path(s));
     return;
   }
   s.rcv_nxt = m.end_seq;
@@ -871,8 +878,14 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
                            ? over_one_mss_unacked(s) && window_now(s) >= s.last_adv_wnd
                            : (over_one_mss_unacked(s) && select_window(s) >= s.last_adv_wnd) ||
                                  (s.quickack && s.rr.in_size == 0);
-  if (ack_now) {
-    tcp_send_ack(net, ctx, s);
+  if (ack_now && !net.v2620() && s.in_release && s.ns->tcp_backlog_ack_defer) {
+    // 6.x, the socket's owner running its backlog: the ACK waits for tcp_release_cb, one for the
+    // whole backlog ("if (sock_owned_by_user_nocheck(sk) && sysctl_tcp_backlog_ack_defer)
+    // set_bit(TCP_ACK_DEFERRED)", the sysctl on by default since 6.8), and no delayed ACK is
+    // armed.
+    s.ack_deferred = true;
+  } else if (ack_now) {
+    tcp_send_ack(net, ctx, s, data_ack_path(s));
   } else {
     arm_delack(net, ctx, s);
   }
@@ -911,7 +924,7 @@ void cleanup_rbuf(Net& net, ExecCtx& ctx, TcpSock& s, bool copied) {
       (over_one_mss_unacked(s) ||
        (copied && (s.ack_pushed2 || (s.ack_pushed && !pingpong)) && drained));
   if (time_to_ack || (copied && window_update(net, s))) {
-    tcp_send_ack(net, ctx, s);
+    tcp_send_ack(net, ctx, s, AckPath::kCleanupRbuf);
   }
 }
 
@@ -958,10 +971,14 @@ void run_backlog(Net& net, TcpSock& s) {
   s.in_release = false;
   // The loop is done: sk_backlog.len goes back to 0, not per skb. (The kernel's loop also takes
   // what arrives while it runs; the model's release_sock takes that in a pass of its own, which
-  // starts from 0.) tcp_backlog_ack_defer, which holds an ACK due inside the loop for
-  // tcp_release_cb, is left out: sk_backlog.len keeps the window shrunk inside the loop, and
-  // modelling it moved no figure.
+  // starts from 0.)
   s.backlog_len = 0;
+  // tcp_release_cb, after __release_sock in release_sock and (6.x) __sk_flush_backlog: the ACK
+  // the loop deferred, when one is still scheduled ("if ((flags & TCPF_ACK_DEFERRED) &&
+  // inet_csk_ack_scheduled(sk)) tcp_send_ack(sk)").
+  if (std::exchange(s.ack_deferred, false) && s.ack_sched) {
+    tcp_send_ack(net, ctx, s, AckPath::kDataBacklog);
+  }
 }
 
 // The same recv() once the task that copied has run: what arrived meanwhile waits on the backlog

@@ -25,6 +25,8 @@
 // (tcp_transmit_skb fills th->ack_seq; tcp_event_ack_sent cancels a pending delayed ACK), so
 // netperf TCP_RR's request and response piggyback each other's ACKs.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -50,11 +52,21 @@ struct TcpParams {
   bool rcvbuf_locked = false;
 };
 
+// Which path sent an ACK, as scripts/ack-source.sh splits the kernel's by call stack:
+// __tcp_ack_snd_check after data in the NET_RX softirq or from the socket's backlog,
+// tcp_cleanup_rbuf at the end of a recvmsg (a deferred ACK or a window update), the delayed-ACK
+// timer.
+enum class AckPath : std::uint8_t { kDataSoftirq, kDataBacklog, kCleanupRbuf, kDelackTimer };
+inline constexpr std::size_t kAckPathCount = 4;
+inline constexpr std::array<const char*, kAckPathCount> kAckPathNames = {
+    "data_softirq", "data_backlog", "cleanup_rbuf", "delack_timer"};
+
 struct TcpStats {
   std::uint64_t bytes_sent = 0;       // payload handed to tcp_sendmsg and queued
   std::uint64_t bytes_received = 0;   // payload copied to the reader
   std::uint64_t segs_out = 0;         // data segments on the wire (TcpOutSegs-style, MSS units)
   std::uint64_t acks_out = 0;
+  std::array<std::uint64_t, kAckPathCount> acks_by_path{};  // tcp_send_ack's, by AckPath
   std::uint64_t sendmsg_calls = 0;
   std::uint64_t transactions = 0;     // TCP_RR: responses the client has read whole
 };
@@ -123,6 +135,7 @@ struct TcpSock {
   bool ssthresh_grown = false;  // false: the next skb queued sets rcv_ssthresh (tcp_grow_window)
   bool quickack = false;        // icsk_ack.quick (tcp_grow_window sets it to 1)
   bool ack_sched = false;       // inet_csk_ack_scheduled: data arrived since the last ACK
+  bool ack_deferred = false;    // 6.x TCP_ACK_DEFERRED: an ACK due in the backlog, for release_cb
   // icsk_ack: the peer's MSS as the receiver guesses it (tcp_initialize_rcv_mss, then
   // tcp_measure_rcv_mss), the size of the last short segment, and the PUSHED flags a short or
   // pushed segment sets until the next ACK (tcp_event_ack_sent clears icsk_ack.pending).
