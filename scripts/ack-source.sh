@@ -7,7 +7,7 @@
 #                  tcp_release_cb's ACK deferred out of it (tcp_backlog_ack_defer)
 #   cleanup_rbuf   tcp_cleanup_rbuf at the end of a recvmsg: a deferred ACK or a window update
 #   delack_timer   the delayed-ACK timer
-#   other          anything else (the handshake, a FIN)
+#   other          anything else (the handshake, a FIN, iperf3's control connection)
 # beside the same split of the model's ACKs (`skbsim run --format json`, tcp_acks_by_path):
 # docs/measure.md, "Where the ACKs come from". Root; mounts tracefs for the run if it is not
 # mounted (and unmounts it).
@@ -17,7 +17,8 @@
 #          --runs 1 --duration 3 --congestion-control cubic
 #
 # OUT_DIR gets the measurement and ack-source.txt, bpftrace's maps. Every configuration of the
-# measure adds to the same counts: name one. Exit codes: 0 measured; 1 a tool or the run failed.
+# measure adds to the same counts: name one. Exit codes: 0 measured; 1 a tool or the run failed;
+# 2 a bad skbsim measure flag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: ack-source.sh OUT_DIR [skbsim measure options...]}
@@ -33,7 +34,8 @@ trace_measure ack-source "$out" "$maps" scripts/ack-source.bt 0 "$@"
 #   release_sock, __sk_flush_backlog (the
 #     tcp_release_cb they call)                 data_backlog (the deferred ACK)
 #   tcp_recvmsg_locked, tcp_cleanup_rbuf        cleanup_rbuf
-#   tcp_v4_do_rcv, tcp_rcv_established          data_backlog when __release_sock called it,
+#   tcp_v4_do_rcv, tcp_rcv_established,
+#     __tcp_ack_snd_check                       data_backlog when __release_sock called it,
 #                                               else data_softirq (tcp_v4_rcv)
 #   anything else                               other
 awk '
@@ -59,10 +61,12 @@ awk '
       else if (f == "release_sock" || f == "__sk_flush_backlog" || f == "tcp_release_cb")
         path = "data_backlog"
       else if (f == "tcp_recvmsg_locked" || f ~ /^_*tcp_cleanup_rbuf$/) path = "cleanup_rbuf"
-      else if (f == "tcp_v4_do_rcv" || f == "tcp_rcv_established") { path = "rcv"; state = "rcv" }
+      else if (f == "tcp_v4_do_rcv" || f == "tcp_rcv_established" || f == "__tcp_ack_snd_check") {
+        path = "rcv"; state = "rcv"
+      }
       else path = "other"
     } else if (state == "rcv") {
-      if (f == "tcp_v4_do_rcv" || f == "tcp_rcv_established") next
+      if (f == "tcp_v4_do_rcv" || f == "tcp_rcv_established" || f == "__tcp_ack_snd_check") next
       path = f == "__release_sock" ? "data_backlog" : "data_softirq"
       state = "done"
     }

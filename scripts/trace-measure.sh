@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # trace-measure.sh — sourced, not run: runs a bpftrace program around one untraced
-# `skbsim measure` (wake-latency.sh, rcv-context.sh). Root; mounts tracefs for the run if it is
+# `skbsim measure` (wake-latency.sh, rcv-context.sh, ack-source.sh). Root; mounts tracefs for the run if it is
 # not mounted (and unmounts it), and stops bpftrace however the measure ends.
 #
 #   trace_measure NAME OUT_DIR OUTPUT PROGRAM.bt ARG [skbsim measure options...]

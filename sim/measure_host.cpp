@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <utility>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -415,29 +416,50 @@ std::string read_cpuid_signature() {
 }
 
 std::vector<std::string> kernel_parameters_of_note(const std::string& cmdline) {
-  // Names (before any '=') that are one of these, or start with one ending in '.'.
+  // Names (before any '=', '-' read as '_' as the kernel reads them) that are one of these, or
+  // start with one ending in '.'.
   // clang-format off
-  static constexpr std::array<std::string_view, 33> kNoted = {
+  static constexpr auto kNoted = std::to_array<std::string_view>({
       "mitigations", "nopti", "pti", "nospectre_v1", "nospectre_v2", "spectre_v2",
       "spectre_v2_user", "spectre_bhi", "spec_store_bypass_disable", "nospec_store_bypass_disable",
-      "retbleed", "spec_rstack_overflow", "mds", "tsx", "tsx_async_abort", "l1tf", "mmio_stale_data",
-      "srbds", "gather_data_sampling", "reg_file_data_sampling", "idle", "cpuidle_haltpoll.",
-      "haltpoll.", "processor.max_cstate", "intel_idle.", "nohz", "nohz_full", "isolcpus",
-      "rcu_nocbs", "preempt", "threadirqs", "tsc", "clocksource"};
+      "retbleed", "spec_rstack_overflow", "mds", "tsx", "tsx_async_abort", "l1tf",
+      "mmio_stale_data", "srbds", "gather_data_sampling", "reg_file_data_sampling",
+      "indirect_target_selection", "tsa", "vmscape", "nosmt", "init_on_alloc", "init_on_free",
+      "idle", "cpuidle.", "cpuidle_haltpoll.", "haltpoll.", "processor.max_cstate", "intel_idle.",
+      "nohz", "nohz_full", "isolcpus", "rcu_nocbs", "preempt", "threadirqs", "tsc",
+      "clocksource"});
   // clang-format on
-  std::vector<std::string> out;
-  std::istringstream in(cmdline);
+  // Words split at spaces outside double quotes (a value may be quoted: foo="a b").
+  std::vector<std::string> words;
   std::string word;
-  while (in >> word) {
-    if (word == "--") {
+  bool quoted = false;
+  for (const char c : cmdline) {
+    if (c == '"') {
+      quoted = !quoted;
+    }
+    if (!quoted && (c == ' ' || c == '\t' || c == '\n')) {
+      if (!word.empty()) {
+        words.push_back(std::exchange(word, {}));
+      }
+      continue;
+    }
+    word += c;
+  }
+  if (!word.empty()) {
+    words.push_back(word);
+  }
+  std::vector<std::string> out;
+  for (const std::string& w : words) {
+    if (w == "--") {
       break;  // what follows is init's
     }
-    const std::string_view name = std::string_view(word).substr(0, word.find('='));
-    const bool noted = std::any_of(kNoted.begin(), kNoted.end(), [name](std::string_view k) {
+    std::string name = w.substr(0, w.find('='));
+    std::replace(name.begin(), name.end(), '-', '_');
+    const bool noted = std::any_of(kNoted.begin(), kNoted.end(), [&name](std::string_view k) {
       return k.back() == '.' ? name.starts_with(k) : name == k;
     });
     if (noted) {
-      out.push_back(word);
+      out.push_back(w);
     }
   }
   return out;

@@ -1406,11 +1406,12 @@ std::vector<std::string> machine_differences(const ojson& committed, const Machi
                 " MHz");
   }
   // Recorded since December 2026: a set without them is not held to them.
+  const auto as_text = [](const ojson& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  const auto quoted = [&as_text](const ojson& v) { return "\"" + as_text(v) + "\""; };
   if (const ojson& v = committed.value("cpu_vulnerabilities", ojson()); v.is_object()) {
     const ojson is = vulnerabilities_json(now);
-    const auto quoted = [](const ojson& state) {
-      return "\"" + (state.is_string() ? state.get<std::string>() : state.dump()) + "\"";
-    };
     std::vector<std::string> changed;
     for (const auto& [name, state] : is.items()) {
       if (!v.contains(name) || v[name] != state) {
@@ -1427,14 +1428,22 @@ std::vector<std::string> machine_differences(const ojson& committed, const Machi
       d.push_back("CPU vulnerabilities: " + joined(changed, ", "));
     }
   }
+  // The kernel parameters as a set: their order on the command line changes nothing.
   if (const ojson& p = committed.value("kernel_parameters", ojson()); p.is_array()) {
-    if (p != ojson(now.kernel_parameters)) {
-      std::vector<std::string> was;
-      for (const ojson& w : p) {
-        was.push_back(w.is_string() ? w.get<std::string>() : w.dump());
-      }
-      d.push_back("kernel parameters " + (was.empty() ? "none" : joined(was, " ")) + ", now " +
-                  (now.kernel_parameters.empty() ? "none" : joined(now.kernel_parameters, " ")));
+    std::vector<std::string> was;
+    for (const ojson& w : p) {
+      was.push_back(as_text(w));
+    }
+    std::vector<std::string> is = now.kernel_parameters;
+    const auto listed = [](const std::vector<std::string>& ps) {
+      return ps.empty() ? std::string("none") : joined(ps, " ");
+    };
+    const std::string was_text = listed(was);
+    const std::string is_text = listed(is);
+    std::sort(was.begin(), was.end());
+    std::sort(is.begin(), is.end());
+    if (was != is) {
+      d.push_back("kernel parameters " + was_text + ", now " + is_text);
     }
   }
   return d;

@@ -229,7 +229,9 @@ void syscall(Net& net, TcpSock& s, void (*call)(Net&, TcpSock&)) {
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s);
 void sendmsg_task(Net& net, TcpSock& s);
 void run_backlog(Net& net, TcpSock& s);
+void tcp_release_cb(Net& net, ExecCtx& ctx, TcpSock& s);
 void release_sock(Net& net, TcpSock& s);
+void release_pass_done(Net& net, TcpSock& s);
 void end_call(Net& net, TcpSock& s);
 
 // The addresses, ports and flags of a segment this socket sends.
@@ -305,6 +307,7 @@ bool sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
       if (!net.v2620() && s.call_new_skbs >= 16) {
         s.call_new_skbs = 0;
         run_backlog(net, s);
+        tcp_release_cb(net, ctx, s);
         if (net.softnet(ctx).raised) {
           return true;
         }
@@ -973,9 +976,12 @@ void run_backlog(Net& net, TcpSock& s) {
   // what arrives while it runs; the model's release_sock takes that in a pass of its own, which
   // starts from 0.)
   s.backlog_len = 0;
-  // tcp_release_cb, after __release_sock in release_sock and (6.x) __sk_flush_backlog: the ACK
-  // the loop deferred, when one is still scheduled ("if ((flags & TCPF_ACK_DEFERRED) &&
-  // inet_csk_ack_scheduled(sk)) tcp_send_ack(sk)").
+}
+
+// tcp_release_cb, once __release_sock's loop has found the backlog empty (release_sock) and after
+// 6.x __sk_flush_backlog: the ACK the loop deferred, when one is still scheduled ("if ((flags &
+// TCPF_ACK_DEFERRED) && inet_csk_ack_scheduled(sk)) tcp_send_ack(sk)").
+void tcp_release_cb(Net& net, ExecCtx& ctx, TcpSock& s) {
   if (std::exchange(s.ack_deferred, false) && s.ack_sched) {
     tcp_send_ack(net, ctx, s, AckPath::kDataBacklog);
   }
@@ -996,6 +1002,7 @@ void recvmsg_more(Net& net, TcpSock& s) {
   }
   // The reader is in its call (reader_blocked is false), so tcp_data wakes no one.
   run_backlog(net, s);
+  tcp_release_cb(net, ctx, s);
   recvmsg_copy(net, s);
 }
 
@@ -1238,7 +1245,9 @@ void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
 // sk->sk_backlog.head) != NULL)", the socket still owned: what reaches the backlog while it
 // runs is processed before the call returns, ahead of the caller's next call. The model learns
 // what arrived once this task's time has passed, so the loop goes on in a task of its own, first
-// in the CPU's queue; release_pending stays set meanwhile, so tcp_v4_rcv queues no other.
+// in the CPU's queue; release_pending stays set meanwhile, so tcp_v4_rcv queues no other. Once
+// a pass finds nothing more, tcp_release_cb sends the ACK the passes deferred, one for them all,
+// in a task of its own first in the queue.
 void release_sock(Net& net, TcpSock& s) {
   if (s.in_send) {
     s.release_owed = true;  // the send() call releases the socket when it returns
@@ -1246,14 +1255,27 @@ void release_sock(Net& net, TcpSock& s) {
   }
   s.in_bh = false;
   run_backlog(net, s);
-  net.engine().after_task([&net, &s] {
-    if (!s.backlog.empty()) {
-      s.proc->cpu().submit_next({s.proc, [&net, &s] { release_sock(net, s); }});
-      return;
-    }
-    s.release_pending = false;
-    end_call(net, s);  // what the backlog sent (ACK-clocked data) raised NET_RX in turn
-  });
+  net.engine().after_task([&net, &s] { release_pass_done(net, s); });
+}
+
+void release_pass_done(Net& net, TcpSock& s) {
+  if (!s.backlog.empty()) {
+    s.proc->cpu().submit_next({s.proc, [&net, &s] { release_sock(net, s); }});
+    return;
+  }
+  if (s.ack_deferred) {
+    s.proc->cpu().submit_next({s.proc, [&net, &s] {
+                                 if (!s.backlog.empty()) {
+                                   release_sock(net, s);  // the loop goes on first
+                                   return;
+                                 }
+                                 tcp_release_cb(net, *s.proc, s);
+                                 net.engine().after_task([&net, &s] { release_pass_done(net, s); });
+                               }});
+    return;
+  }
+  s.release_pending = false;
+  end_call(net, s);  // what the backlog sent (ACK-clocked data) raised NET_RX in turn
 }
 
 // release_sock as the process's next work, queued once: release_pending stays set until it has

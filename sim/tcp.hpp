@@ -60,6 +60,7 @@ enum class AckPath : std::uint8_t { kDataSoftirq, kDataBacklog, kCleanupRbuf, kD
 inline constexpr std::size_t kAckPathCount = 4;
 inline constexpr std::array<const char*, kAckPathCount> kAckPathNames = {
     "data_softirq", "data_backlog", "cleanup_rbuf", "delack_timer"};
+static_assert(kAckPathCount == static_cast<std::size_t>(AckPath::kDelackTimer) + 1);
 
 struct TcpStats {
   std::uint64_t bytes_sent = 0;       // payload handed to tcp_sendmsg and queued

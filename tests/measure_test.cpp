@@ -1119,7 +1119,8 @@ TEST(MeasureReport, CompareHoldsMediansAgainstTheCommittedReferences) {
 }
 
 // A committed set belongs to the machine it was measured on. --compare says whether this one is
-// of that class (kernel release, virtualisation, CPU model and count, clock within 5 %): the
+// of that class (kernel release, virtualisation, CPU model and count, clock within 5 %; the CPU
+// vulnerabilities and kernel parameters of note where the set recorded them): the
 // development VM has come up as PVM at 2.1 GHz (the committed vm-2core set) and as KVM at 2.6 GHz,
 // whose system calls cost a sixth as much, and a campaign on one does not reproduce the other.
 Machine machine_of(const std::string& kernel, const std::string& vm, double mhz) {
@@ -1203,8 +1204,13 @@ TEST(MeasureReport, CompareHoldsTheMitigationsAndKernelParametersASetRecorded) {
             "kernel parameters mitigations=auto cpuidle_haltpoll.force=1, now "
             "mitigations=auto");
   now.cpu_vulnerabilities = was.cpu_vulnerabilities;
-  now.kernel_parameters = was.kernel_parameters;
+  now.kernel_parameters = {"cpuidle_haltpoll.force=1", "mitigations=auto"};  // reordered
   EXPECT_TRUE(machine_differences(doc["machine"], now).empty());
+  // A flaw the set's kernel did not list is one this machine's knows and it did not.
+  now.cpu_vulnerabilities.emplace_back("tsa", "Not affected");
+  const std::vector<std::string> added = machine_differences(doc["machine"], now);
+  ASSERT_EQ(added.size(), 1U);
+  EXPECT_EQ(added[0], "CPU vulnerabilities: tsa unknown, now \"Not affected\"");
 }
 
 TEST(MeasureHost, KernelParametersOfNoteAreTheKernelsOwnThatChangeItsCosts) {
@@ -1216,6 +1222,9 @@ TEST(MeasureHost, KernelParametersOfNoteAreTheKernelsOwnThatChangeItsCosts) {
                                       "cpuidle_haltpoll.force=1", "haltpoll.guest_halt_poll_ns=0",
                                       "nohz_full=1"}));
   EXPECT_TRUE(kernel_parameters_of_note("").empty());
+  // '-' and '_' are one to the kernel; a quoted value keeps its spaces (and its "--").
+  EXPECT_EQ(kernel_parameters_of_note("spec-rstack-overflow=off x=\"a -- b\" tsa=off"),
+            (std::vector<std::string>{"spec-rstack-overflow=off", "tsa=off"}));
   // A name that only starts like a noted one is not it.
   EXPECT_TRUE(kernel_parameters_of_note("tscdeadline=1 idler=1").empty());
 }
