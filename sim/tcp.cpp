@@ -232,6 +232,7 @@ void run_backlog(Net& net, TcpSock& s);
 void tcp_release_cb(Net& net, ExecCtx& ctx, TcpSock& s);
 void release_sock(Net& net, TcpSock& s);
 void release_pass_done(Net& net, TcpSock& s);
+void release_cb_task(Net& net, TcpSock& s);
 void end_call(Net& net, TcpSock& s);
 
 // The addresses, ports and flags of a segment this socket sends.
@@ -881,16 +882,16 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
                            ? over_one_mss_unacked(s) && window_now(s) >= s.last_adv_wnd
                            : (over_one_mss_unacked(s) && select_window(s) >= s.last_adv_wnd) ||
                                  (s.quickack && s.rr.in_size == 0);
-  if (ack_now && !net.v2620() && s.in_release && s.ns->tcp_backlog_ack_defer) {
+  if (!ack_now) {
+    arm_delack(net, ctx, s);
+  } else if (!net.v2620() && s.in_release && s.ns->tcp_backlog_ack_defer) {
     // 6.x, the socket's owner running its backlog: the ACK waits for tcp_release_cb, one for the
     // whole backlog ("if (sock_owned_by_user_nocheck(sk) && sysctl_tcp_backlog_ack_defer)
     // set_bit(TCP_ACK_DEFERRED)", the sysctl on by default since 6.8), and no delayed ACK is
     // armed.
     s.ack_deferred = true;
-  } else if (ack_now) {
-    tcp_send_ack(net, ctx, s, data_ack_path(s));
   } else {
-    arm_delack(net, ctx, s);
+    tcp_send_ack(net, ctx, s, data_ack_path(s));
   }
 }
 
@@ -1264,18 +1265,22 @@ void release_pass_done(Net& net, TcpSock& s) {
     return;
   }
   if (s.ack_deferred) {
-    s.proc->cpu().submit_next({s.proc, [&net, &s] {
-                                 if (!s.backlog.empty()) {
-                                   release_sock(net, s);  // the loop goes on first
-                                   return;
-                                 }
-                                 tcp_release_cb(net, *s.proc, s);
-                                 net.engine().after_task([&net, &s] { release_pass_done(net, s); });
-                               }});
+    s.proc->cpu().submit_next({s.proc, [&net, &s] { release_cb_task(net, s); }});
     return;
   }
   s.release_pending = false;
   end_call(net, s);  // what the backlog sent (ACK-clocked data) raised NET_RX in turn
+}
+
+// release_sock's tcp_release_cb, in its own task; what reached the backlog meanwhile goes first
+// (the kernel's loop would have taken it).
+void release_cb_task(Net& net, TcpSock& s) {
+  if (!s.backlog.empty()) {
+    release_sock(net, s);
+    return;
+  }
+  tcp_release_cb(net, *s.proc, s);
+  net.engine().after_task([&net, &s] { release_pass_done(net, s); });
 }
 
 // release_sock as the process's next work, queued once: release_pending stays set until it has
