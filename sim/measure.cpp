@@ -1008,6 +1008,7 @@ std::map<std::string, std::string> recorded_sysctls(Lab& lab) {
            {Role::kClient, "net.ipv4.tcp_wmem"},
            {Role::kClient, "net.ipv4.tcp_congestion_control"},
            {Role::kServer, "net.ipv4.tcp_rmem"},
+           {Role::kServer, "net.ipv4.tcp_backlog_ack_defer"},
            {Role::kHost, "net.ipv4.ip_forward"},
            {Role::kHost, "net.bridge.bridge-nf-call-iptables"}}) {
     if (std::find(used.begin(), used.end(), role) != used.end()) {

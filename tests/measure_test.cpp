@@ -861,6 +861,38 @@ TEST(MeasureReport, ScenarioHostTakesTheSkbDeferMaxTheRunRead) {
   }
 }
 
+// 6.8's net.ipv4.tcp_backlog_ack_defer as the server namespace read it: off, the written scenario
+// turns it off in M/server (tcp_data then ACKs from __release_sock at once); on, absent (a kernel
+// before 6.8) or unreadable, the scenario keeps the base's default.
+TEST(MeasureReport, ScenarioServerNamespaceTakesTheBacklogAckDeferTheRunRead) {
+  TempDir tmp;
+  ConfigResult r = sample_result(Topology::kForward);
+  const fs::path piece = kSource / "scenarios/shared/measure-forward.json";
+  const auto server_defers = [&](const ConfigResult& res) {
+    const fs::path file = tmp.path() / "forward.json";
+    std::ofstream(file) << scenario_json(sample_context(), res, piece.string(), "m.json").dump(2);
+    const Scenario s = load_scenario(file.string());
+    for (const NamespaceSpec& n : s.spec.namespaces) {
+      if (n.name == "M/server") {
+        return n.tcp_backlog_ack_defer;
+      }
+    }
+    ADD_FAILURE() << "no M/server namespace";
+    return true;
+  };
+  EXPECT_TRUE(server_defers(r));
+  r.sysctls["server/net.ipv4.tcp_backlog_ack_defer"] = "0";
+  EXPECT_EQ(scenario_json(sample_context(), r, "x.json", "m.json")["namespaces"],
+            nlohmann::ordered_json::parse(R"({"M/server": {"tcp_backlog_ack_defer": false}})"));
+  EXPECT_FALSE(server_defers(r));
+  for (const char* v : {"1", "(absent)", "x"}) {
+    r.sysctls["server/net.ipv4.tcp_backlog_ack_defer"] = v;
+    EXPECT_FALSE(scenario_json(sample_context(), r, "x.json", "m.json").contains("namespaces"))
+        << v;
+    EXPECT_TRUE(server_defers(r)) << v;
+  }
+}
+
 // A traced run whose reader's skbs did not come back to the sender's CPU (under a tenth through
 // skb_defer_free_flush; 6.x skb_attempt_defer_free refused them all) writes that CPU's deferred-
 // free count at the limit into the scenario, and says so in the summary; a healthy one, a limit
@@ -1114,6 +1146,35 @@ TEST(MeasureReport, CompareHoldsMediansAgainstTheCommittedReferences) {
   EXPECT_NE(text.find("no committed reference"), std::string::npos) << text;
   EXPECT_NE(text.find("beyond: direct-off-unlimited throughput_mbps -20.0%, "
                       "direct-on-unlimited (no committed reference)"),
+            std::string::npos)
+      << text;
+}
+
+// A median beyond the tolerance is set against the committed runs' own min..max (the measurement
+// file's summary): inside it, the set's runs spread that far already; the verdict stays NO.
+TEST(MeasureReport, CompareSetsAMedianBeyondAgainstTheCommittedRunsRange) {
+  TempDir tmp;
+  const ConfigResult r = sample_result(Topology::kDirect);  // medians 1000 Mbit/s, 50 %, 1.0
+  const std::string name = r.config.name();
+  std::ofstream(tmp.path() / (name + ".json"))
+      << R"({"reference": {"throughput_mbps": 1250, "cpu_util_pct": 60,
+             "service_demand_us_per_kb": 1.0}})";
+  fs::create_directories(tmp.path() / "measurements");
+  std::ofstream(tmp.path() / "measurements" / (name + ".json"))
+      << R"({"summary": {"throughput_mbps": {"median": 1250, "min": 980, "max": 1300},
+                         "cpu_util_pct": {"median": 60, "min": 58, "max": 62}}})";
+  bool ok = true;
+  const std::string text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
+  EXPECT_FALSE(ok) << text;
+  EXPECT_NE(text.find("-20.0%  NO  (inside the committed runs' 980.0000..1300.0000)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("-16.7%  NO  (outside the committed runs' 58.0000..62.0000)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(1 of 3 medians within); beyond: direct-off-unlimited throughput_mbps "
+                      "-20.0%, direct-off-unlimited cpu_util_pct -16.7%; 1 of 2 beyond lie "
+                      "inside the committed runs' own min..max\n"),
             std::string::npos)
       << text;
 }
