@@ -1609,8 +1609,8 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
     << (diffs.empty() ? "" : ", on a different machine") << " (" << within << " of " << compared
     << " medians within)" << (beyond.empty() ? "" : "; beyond: " + joined(beyond, ", "));
   if (with_range > 0) {
-    s << "; " << inside_range << " of " << with_range
-      << " beyond lie inside the committed runs' own min..max";
+    s << "; of the " << with_range << " beyond with the committed runs' min..max, " << inside_range
+      << " lie inside it";
   }
   s << "\n";
   return s.str();

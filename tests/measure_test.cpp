@@ -1173,8 +1173,8 @@ TEST(MeasureReport, CompareSetsAMedianBeyondAgainstTheCommittedRunsRange) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("(1 of 3 medians within); beyond: direct-off-unlimited throughput_mbps "
-                      "-20.0%, direct-off-unlimited cpu_util_pct -16.7%; 1 of 2 beyond lie "
-                      "inside the committed runs' own min..max\n"),
+                      "-20.0%, direct-off-unlimited cpu_util_pct -16.7%; of the 2 beyond with "
+                      "the committed runs' min..max, 1 lie inside it\n"),
             std::string::npos)
       << text;
 }
