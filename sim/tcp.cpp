@@ -412,8 +412,6 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
     if (m.end_seq - m.seq < std::max(1U, c->shinfo().gso_segs) * s.params.mss) {
       s.snd_sml = m.end_seq;
     }
-  } else {
-    ++s.stats.acks_out;
   }
   net.hop(ctx, *c, "tcp_transmit_skb ", s.ns->name);
   net.ip_queue_xmit(ctx, *s.ns, *c);

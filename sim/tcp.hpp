@@ -66,7 +66,6 @@ struct TcpStats {
   std::uint64_t bytes_sent = 0;       // payload handed to tcp_sendmsg and queued
   std::uint64_t bytes_received = 0;   // payload copied to the reader
   std::uint64_t segs_out = 0;         // data segments on the wire (TcpOutSegs-style, MSS units)
-  std::uint64_t acks_out = 0;
   std::array<std::uint64_t, kAckPathCount> acks_by_path{};  // tcp_send_ack's, by AckPath
   std::uint64_t sendmsg_calls = 0;
   std::uint64_t transactions = 0;     // TCP_RR: responses the client has read whole
