@@ -131,15 +131,20 @@ std::uint32_t tcp_select_window(TcpSock& s) {
 // enter quickack mode for one ACK. So rcv_ssthresh ends at the space the queue leaves after the
 // emptiest arrival: one skb's window under the clamp when the reader drains the queue between
 // arrivals, which makes the first skb after a drain offer exactly the window last advertised and
-// be ACKed at once (__tcp_ack_snd_check).
+// be ACKed at once (__tcp_ack_snd_check); above that once a smaller skb (a write's sub-MSS tail)
+// has landed on an emptied queue, and then the first skb after a drain waits for the reader's
+// tcp_cleanup_rbuf.
 // The model has neither slow start (tcp.hpp) nor receive-buffer autotuning: it starts in the
-// steady state, where the kernel's rcv_ssthresh has grown to that limit (tcp_rcv_space_adjust
-// stops raising sk_rcvbuf within the stream's first seconds; bpftrace on tcp_rcvbuf_grow then
-// shows rcv_ssthresh one skb's window under the clamp). So the first skb queued sets
-// rcv_ssthresh to where the growth stops, the space left after it, and so does the first after
-// the warm-up (tcp_warmed_up): the model's own start, whose reader is still awake and may empty
-// the queue before a write's sub-MSS tail lands (in the steady state it wakes after a whole write
-// has arrived), must not leave rcv_ssthresh above that for the rest of the run.
+// steady state, after tcp_rcv_space_adjust has stopped raising sk_rcvbuf (within the stream's
+// first seconds; tcp_rcvbuf_grow raises the space, and the next skb rcv_ssthresh with it). So the
+// first skb queued sets rcv_ssthresh to where the growth stops, the space left after it, and so
+// does the first after the warm-up (tcp_warmed_up): the model's own start, whose reader is still
+// awake and may empty the queue before a write's sub-MSS tail lands (in the steady state it wakes
+// after a whole write has arrived), must not leave rcv_ssthresh above that for the rest of the
+// run. In the kernel that steady state is a race: on the AMD KVM class one tail in fifteen found
+// the queue emptied, which lifted rcv_ssthresh for good and left one ACK per write where the
+// model sends two; other runs and machines keep two (scripts/rcv-window.sh; docs/measure.md, "One
+// ACK per write, or two").
 void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
   const std::int64_t space = std::min<std::int64_t>(s.window_clamp, tcp_space(s));
   if (!s.ssthresh_grown) {
