@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <sstream>
 #include <string>
@@ -133,6 +134,56 @@ TEST(ValidateCommand, ComparesTracepointCountsPerSegment) {
   EXPECT_EQ(rows["skb_copy_datagram_iovec_calls"].substr(
                 rows["skb_copy_datagram_iovec_calls"].size() - 3),
             "yes");
+}
+
+// A measured scenario's ACK row carries the kernel's own spread beside the verdict: the untraced
+// runs' server TcpOutSegs over the client's, min..max, read from the measurement file beside it
+// (the reference is their median, so it lies inside). A copy with no measurement file beside it
+// gets the row without the note. (docs/measure.md, "One ACK per write, or two".)
+TEST(ValidateCommand, AckRowCarriesTheKernelRunsSpread) {
+  const std::string scenario = "scenarios/measured/kvm-2core/direct-on-1000mbps.json";
+  const auto measurement = nlohmann::json::parse(
+      slurp(kSource / "scenarios/measured/kvm-2core/measurements" / "direct-on-1000mbps.json"));
+  double lo = 1e9;
+  double hi = 0;
+  for (const auto& run : measurement.at("runs")) {
+    const double rate = run.at("tcp").at("server_out_segs").get<double>() /
+                        run.at("tcp").at("client_out_segs").get<double>();
+    lo = std::min(lo, rate);
+    hi = std::max(hi, rate);
+  }
+  ASSERT_LT(lo, hi);  // the fixture's premise: its runs differ
+  const fs::path copy = kSource / "scenarios/measured/kvm-2core/zz-no-measurement.json.tmp";
+  std::ofstream(copy) << slurp(kSource / scenario);
+  const auto runs = run_batch(SKBSIM_BINARY, kSource,
+                              {{"validate", "--json", scenario},
+                               {"validate", scenario},
+                               {"validate", "--json", copy.string()}});
+  fs::remove(copy);
+  ASSERT_NE(runs[0].exit_code, 2) << runs[0].err;
+  const auto rows = nlohmann::json::parse(runs[0].out);
+  const auto ack = std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& row) {
+    return row.at("figure") == "per segment tcp_acks_sent";
+  });
+  ASSERT_NE(ack, rows.end()) << runs[0].out;
+  std::ostringstream want;
+  want << std::fixed << std::setprecision(4) << "kernel runs " << lo << ".." << hi;
+  EXPECT_EQ(ack->value("note", ""), want.str());
+  const double median = std::stod(ack->at("measured").get<std::string>());
+  EXPECT_GE(median, lo - 5e-5);
+  EXPECT_LE(median, hi + 5e-5);
+  // no other row has a note
+  EXPECT_EQ(std::count_if(rows.begin(), rows.end(),
+                          [](const nlohmann::json& row) { return row.contains("note"); }),
+            1);
+  EXPECT_NE(runs[1].out.find("(" + want.str() + ")"), std::string::npos) << runs[1].out;
+  ASSERT_NE(runs[2].exit_code, 2) << runs[2].err;
+  const auto bare = nlohmann::json::parse(runs[2].out);
+  const auto bare_ack = std::find_if(bare.begin(), bare.end(), [](const nlohmann::json& row) {
+    return row.at("figure") == "per segment tcp_acks_sent";
+  });
+  ASSERT_NE(bare_ack, bare.end()) << runs[2].out;
+  EXPECT_FALSE(bare_ack->contains("note"));
 }
 
 // A device's bytes per skb are an average over its skbs: where neither the kernel nor the model
