@@ -215,14 +215,26 @@ std::optional<std::pair<double, double>> ack_rate_runs(const Scenario& sc) {
   std::optional<std::pair<double, double>> range;
   try {
     const nlohmann::json m = nlohmann::json::parse(in);
-    for (const nlohmann::json& run : m.value("runs", nlohmann::json::array())) {
-      const nlohmann::json tcp = run.value("tcp", nlohmann::json::object());
-      const double out = tcp.value("server_out_segs", 0.0);
-      const double segs = tcp.value("client_out_segs", 0.0);
-      if (segs <= 0) {
-        continue;
+    // A pointer into the document, or null when a step is missing or not an object.
+    const auto at = [](const nlohmann::json* j, const char* key) -> const nlohmann::json* {
+      if (j == nullptr || !j->is_object()) {
+        return nullptr;
       }
-      const double rate = out / segs;
+      const auto it = j->find(key);
+      return it == j->end() ? nullptr : &*it;
+    };
+    const nlohmann::json* all = at(&m, "runs");
+    if (all == nullptr || !all->is_array()) {
+      return std::nullopt;
+    }
+    for (const nlohmann::json& run : *all) {
+      const nlohmann::json* out = at(at(&run, "tcp"), "server_out_segs");
+      const nlohmann::json* segs = at(at(&run, "tcp"), "client_out_segs");
+      if (out == nullptr || segs == nullptr || !out->is_number() || !segs->is_number() ||
+          segs->get<double>() <= 0) {
+        continue;  // a run without both counts says nothing of the rate
+      }
+      const double rate = out->get<double>() / segs->get<double>();
       range = range ? std::pair{std::min(range->first, rate), std::max(range->second, rate)}
                     : std::pair{rate, rate};
     }

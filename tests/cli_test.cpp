@@ -153,13 +153,29 @@ TEST(ValidateCommand, AckRowCarriesTheKernelRunsSpread) {
     hi = std::max(hi, rate);
   }
   ASSERT_LT(lo, hi);  // the fixture's premise: its runs differ
-  const fs::path copy = kSource / "scenarios/measured/kvm-2core/zz-no-measurement.json.tmp";
+  const fs::path set = kSource / "scenarios/measured/kvm-2core";
+  const fs::path copy = set / "zz-no-measurement.json.tmp";
   std::ofstream(copy) << slurp(kSource / scenario);
+  // Copies beside measurement files of their own: one whose runs are partly unusable (a run
+  // without the server's count, one whose tcp block is not an object) and one not JSON at all.
+  const fs::path partial = set / "zz-partial.json.tmp";
+  const fs::path broken = set / "zz-broken.json.tmp";
+  std::ofstream(partial) << slurp(kSource / scenario);
+  std::ofstream(broken) << slurp(kSource / scenario);
+  std::ofstream(set / "measurements" / partial.filename())
+      << R"({"runs": [{"tcp": {"server_out_segs": 30, "client_out_segs": 2000}},
+                      {"tcp": {"client_out_segs": 2000}}, {"tcp": "none"}]})";
+  std::ofstream(set / "measurements" / broken.filename()) << "{\"runs\": [";
   const auto runs = run_batch(SKBSIM_BINARY, kSource,
                               {{"validate", "--json", scenario},
                                {"validate", scenario},
-                               {"validate", "--json", copy.string()}});
-  fs::remove(copy);
+                               {"validate", "--json", copy.string()},
+                               {"validate", "--json", partial.string()},
+                               {"validate", "--json", broken.string()}});
+  for (const fs::path& f : {copy, partial, broken, set / "measurements" / partial.filename(),
+                            set / "measurements" / broken.filename()}) {
+    fs::remove(f);
+  }
   ASSERT_NE(runs[0].exit_code, 2) << runs[0].err;
   const auto rows = nlohmann::json::parse(runs[0].out);
   const auto ack = std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& row) {
@@ -184,6 +200,17 @@ TEST(ValidateCommand, AckRowCarriesTheKernelRunsSpread) {
   });
   ASSERT_NE(bare_ack, bare.end()) << runs[2].out;
   EXPECT_FALSE(bare_ack->contains("note"));
+  const auto note_of = [](const Invocation& r) {
+    EXPECT_NE(r.exit_code, 2) << r.err;
+    for (const auto& row : nlohmann::json::parse(r.out)) {
+      if (row.at("figure") == "per segment tcp_acks_sent") {
+        return row.value("note", std::string("(none)"));
+      }
+    }
+    return std::string("(no row)");
+  };
+  EXPECT_EQ(note_of(runs[3]), "kernel runs 0.0150..0.0150");  // the one usable run
+  EXPECT_EQ(note_of(runs[4]), "(none)");
 }
 
 // A device's bytes per skb are an average over its skbs: where neither the kernel nor the model
