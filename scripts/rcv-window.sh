@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Why this machine's receiver ACKs a write once or twice, untraced otherwise: runs
-# scripts/rcv-window.bt (bpftrace: tcp:tcp_probe with the tcp_sock read through BTF, and
-# tcp:tcp_rcvbuf_grow) around one `skbsim measure --trace off` and prints, for the first skb
+# scripts/rcv-window.bt (bpftrace: tcp:tcp_probe with the tcp_sock read through BTF) around one
+# `skbsim measure --trace off` and prints, for the first skb
 # after each drain (more than one MSS, landing on an empty receive queue), how often the check
 # after data ACKed it at once, split by whether rcv_ssthresh was above the space it left; which
-# skbs raised rcv_ssthresh (tcp_grow_window); how often the buffer grew; and the share of first
-# skbs ACKed at once, second by second (docs/measure.md, "One ACK per write, or two"). Root;
-# mounts tracefs for the run if it is not mounted (and unmounts it). Needs a kernel with BTF
-# (/sys/kernel/btf/vmlinux) and tcp:tcp_rcvbuf_grow (6.17 and later; older kernels: drop that
-# probe from the .bt).
+# skbs raised rcv_ssthresh (tcp_grow_window); how often sk_rcvbuf grew between two skbs; and the
+# share of first skbs ACKed at once, second by second (docs/measure.md, "One ACK per write, or
+# two"). Root; mounts tracefs for the run if it is not mounted (and unmounts it). Needs a 6.x
+# kernel with BTF (/sys/kernel/btf/vmlinux) and tcp_sock.scaling_ratio (6.6 and later).
 #
 #   bash scripts/rcv-window.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/rcv-window.sh /tmp/rw --topology direct --variant on --rate 1000 \
@@ -63,9 +62,9 @@ awk '
           printf "  a %s skb %s: %d times, %.0f bytes each on average\n", cname[c + 1],
                  e ? "on an empty queue" : "behind unread data", grow[c, e],
                  gbytes[c, e] / grow[c, e]
-    printf "receive buffer grown (tcp_rcvbuf_grow): %d times; at the end sk_rcvbuf %d, " \
+    printf "sk_rcvbuf grown between two skbs: %d times; at the end sk_rcvbuf %d, " \
            "rcv_ssthresh %d\n", grown, rcvbuf, ss
-    printf "first skbs ACKed at once, by second:"
+    printf "first skbs ACKed at once, by second since bpftrace started:"
     for (s = 0; s <= last_sec; s++)
       printf " %s", sec[s] ? sprintf("%.0f%%", 100 * sec_acked[s] / sec[s]) : "-"
     printf "\n"

@@ -141,10 +141,10 @@ std::uint32_t tcp_select_window(TcpSock& s) {
 // does the first after the warm-up (tcp_warmed_up): the model's own start, whose reader is still
 // awake and may empty the queue before a write's sub-MSS tail lands (in the steady state it wakes
 // after a whole write has arrived), must not leave rcv_ssthresh above that for the rest of the
-// run. In the kernel that steady state is a race: on the AMD KVM class one tail in fifteen found
-// the queue emptied, which lifted rcv_ssthresh for good and left one ACK per write where the
-// model sends two; other runs and machines keep two (scripts/rcv-window.sh; docs/measure.md, "One
-// ACK per write, or two").
+// run. In the kernel that steady state is a race: on kvm-2core-v1147 one tail in five to fifteen
+// found the queue emptied, which lifted rcv_ssthresh until the buffer next grew and left one ACK
+// per write where the model sends two; the committed sets' runs range from one to two
+// (scripts/rcv-window.sh; docs/measure.md, "One ACK per write, or two").
 void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
   const std::int64_t space = std::min<std::int64_t>(s.window_clamp, tcp_space(s));
   if (!s.ssthresh_grown) {
