@@ -206,35 +206,27 @@ Check count_check(const std::string& scenario, const std::string& figure, double
 // on when its reader ran (docs/measure.md, "One ACK per write, or two"), and every count of the
 // reverse direction in reference.per_segment is scaled to the runs' median.
 std::optional<std::pair<double, double>> ack_rate_runs(const Scenario& sc) {
-  const std::filesystem::path file = std::filesystem::path(sc.file);
-  const std::filesystem::path measurement = file.parent_path() / "measurements" / file.filename();
-  std::ifstream in(measurement);
+  const fs::path file(sc.file);
+  std::ifstream in(file.parent_path() / "measurements" / file.filename());
   if (!in) {
     return std::nullopt;
   }
   std::optional<std::pair<double, double>> range;
   try {
     const nlohmann::json m = nlohmann::json::parse(in);
-    // A pointer into the document, or null when a step is missing or not an object.
-    const auto at = [](const nlohmann::json* j, const char* key) -> const nlohmann::json* {
-      if (j == nullptr || !j->is_object()) {
-        return nullptr;
-      }
-      const auto it = j->find(key);
-      return it == j->end() ? nullptr : &*it;
-    };
-    const nlohmann::json* all = at(&m, "runs");
-    if (all == nullptr || !all->is_array()) {
+    static const nlohmann::json::json_pointer kRuns("/runs");
+    static const nlohmann::json::json_pointer kOut("/tcp/server_out_segs");
+    static const nlohmann::json::json_pointer kSegs("/tcp/client_out_segs");
+    if (!m.contains(kRuns) || !m.at(kRuns).is_array()) {
       return std::nullopt;
     }
-    for (const nlohmann::json& run : *all) {
-      const nlohmann::json* out = at(at(&run, "tcp"), "server_out_segs");
-      const nlohmann::json* segs = at(at(&run, "tcp"), "client_out_segs");
-      if (out == nullptr || segs == nullptr || !out->is_number() || !segs->is_number() ||
-          segs->get<double>() <= 0) {
+    for (const nlohmann::json& run : m.at(kRuns)) {
+      // contains() is false where a step is missing or not an object
+      if (!run.contains(kOut) || !run.contains(kSegs) || !run.at(kOut).is_number() ||
+          !run.at(kSegs).is_number() || run.at(kSegs).get<double>() <= 0) {
         continue;  // a run without both counts says nothing of the rate
       }
-      const double rate = out->get<double>() / segs->get<double>();
+      const double rate = run.at(kOut).get<double>() / run.at(kSegs).get<double>();
       range = range ? std::pair{std::min(range->first, rate), std::max(range->second, rate)}
                     : std::pair{rate, rate};
     }
