@@ -172,6 +172,22 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
           round_to(static_cast<double>(r.acks_by_path[k]) / static_cast<double>(r.segments), 5);
     }
     out["tcp_acks_by_path"] = std::move(acks);
+    // The receiving applications' calls per data segment, and the bytes each copying read
+    // returned, as scripts/rcv-cadence.sh counts the kernel's.
+    const auto per_segment = [&r](std::uint64_t n) {
+      return round_to(static_cast<double>(n) / static_cast<double>(r.segments), 5);
+    };
+    J reader;
+    reader["reads_copying"] = per_segment(r.reader.reads_copying);
+    reader["reads_empty"] = per_segment(r.reader.reads_empty);
+    reader["selects"] = per_segment(r.reader.selects);
+    reader["sleeps"] = per_segment(r.reader.sleeps);
+    reader["bytes_per_copying_read"] =
+        r.reader.reads_copying == 0 ? 0.0
+                                    : round_to(static_cast<double>(r.bytes_received) /
+                                                   static_cast<double>(r.reader.reads_copying),
+                                               1);
+    out["tcp_reader"] = std::move(reader);
   }
   J hosts = J::object();
   for (const auto& h : r.hosts) {

@@ -363,6 +363,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     std::uint64_t segments = 0;
     std::uint64_t transactions = 0;
     std::array<std::uint64_t, kAckPathCount> acks_by_path{};
+    ReaderStats reader;
   };
   auto counters = [&flows] {
     Counters c;
@@ -376,6 +377,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
           for (std::size_t k = 0; k < kAckPathCount; ++k) {
             c.acks_by_path[k] += t->stats.acks_by_path[k];
           }
+          c.reader += t->stats.reader;
         }
       }
       for (const UdpSock* u : {f.ua.get(), f.uz.get()}) {
@@ -421,6 +423,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
   for (std::size_t k = 0; k < kAckPathCount; ++k) {
     r.acks_by_path[k] = c1.acks_by_path[k] - c0.acks_by_path[k];
   }
+  r.reader = c1.reader - c0.reader;
   r.throughput_mbps = static_cast<double>(r.bytes_received) * 8.0 / spec.duration_s / 1e6;
   r.sent_mbps = static_cast<double>(r.bytes_sent) * 8.0 / spec.duration_s / 1e6;
   r.transactions_per_s = static_cast<double>(r.transactions) / spec.duration_s;

@@ -945,6 +945,7 @@ void read_nonblocking(Net& net, TcpSock& s);
 void read_again_or_sleep(Net& net, TcpSock& s) {
   if (s.receive_queue.empty()) {
     s.reader_blocked = true;
+    ++s.stats.reader.sleeps;
     return;
   }
   net.engine().after_task(
@@ -955,6 +956,7 @@ void read_again_or_sleep(Net& net, TcpSock& s) {
 void recvmsg_end(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
   s.in_recv = false;
+  ++s.stats.reader.reads_copying;  // a blocking call returns once it has copied something
   cleanup_rbuf(net, ctx, s, true);
   if (s.to_send != 0 && s.rr.in_size != 0) {
     sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
@@ -1100,6 +1102,7 @@ void read_nonblocking(Net& net, TcpSock& s) {
   syscall(net, s, [](Net& n, TcpSock& k) {
     // select() polls the socket (tcp_poll) without lock_sock.
     charge_unlocked(n, k, Sym::kDoSelect);
+    ++k.stats.reader.selects;
     syscall(n, k, read_call);
   });
 }
@@ -1112,6 +1115,7 @@ void read_call(Net& net, TcpSock& s) {
   s.recv_left = s.nread_left;
   copy_queued(net, s);
   const bool copied = s.recv_left != s.nread_left;
+  ++(copied ? s.stats.reader.reads_copying : s.stats.reader.reads_empty);
   s.nread_left = s.recv_left;
   cleanup_rbuf(net, ctx, s, copied);
   end_call(net, s);

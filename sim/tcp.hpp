@@ -62,11 +62,34 @@ inline constexpr std::array<const char*, kAckPathCount> kAckPathNames = {
     "data_softirq", "data_backlog", "cleanup_rbuf", "delack_timer"};
 static_assert(kAckPathCount == static_cast<std::size_t>(AckPath::kDelackTimer) + 1);
 
+// The receiving application's calls, as scripts/rcv-cadence.sh counts the kernel's: read() or
+// recv() calls that copied something and those that found nothing (a non-blocking reader's
+// EAGAIN), select() calls, and the times the reader went to sleep with nothing queued.
+struct ReaderStats {
+  std::uint64_t reads_copying = 0;
+  std::uint64_t reads_empty = 0;
+  std::uint64_t selects = 0;
+  std::uint64_t sleeps = 0;
+
+  ReaderStats& operator+=(const ReaderStats& o) noexcept {
+    reads_copying += o.reads_copying;
+    reads_empty += o.reads_empty;
+    selects += o.selects;
+    sleeps += o.sleeps;
+    return *this;
+  }
+  ReaderStats operator-(const ReaderStats& o) const noexcept {
+    return {reads_copying - o.reads_copying, reads_empty - o.reads_empty, selects - o.selects,
+            sleeps - o.sleeps};
+  }
+};
+
 struct TcpStats {
   std::uint64_t bytes_sent = 0;       // payload handed to tcp_sendmsg and queued
   std::uint64_t bytes_received = 0;   // payload copied to the reader
   std::uint64_t segs_out = 0;         // data segments on the wire (TcpOutSegs-style, MSS units)
   std::array<std::uint64_t, kAckPathCount> acks_by_path{};  // tcp_send_ack's, by AckPath
+  ReaderStats reader;
   std::uint64_t sendmsg_calls = 0;
   std::uint64_t transactions = 0;     // TCP_RR: responses the client has read whole
 };

@@ -757,6 +757,30 @@ TEST(TcpRecvmsg, NonBlockingReadsEndAtAnEmptyQueueAndEachAcks) {
   EXPECT_EQ(nb.total_bytes_sent, nb.total_bytes_received + nb.total_bytes_dropped);
 }
 
+// The reader's calls in RunResult::reader (the run JSON's tcp_reader), as scripts/rcv-cadence.sh
+// counts the kernel's read() calls, select() calls and sleeps: every read() of the non-blocking
+// reader is counted once, as one that copied or one that found nothing (EAGAIN); every sleep
+// comes before the select() of the Nread the wake-up starts; a copying read returns at most the
+// buffer iperf3 passes. A blocking reader's calls all copy, and it never select()s.
+TEST(TcpRecvmsg, TheReaderStatsCountEveryCallOnce) {
+  const ScenarioSpec base = measured_vm("direct-csum-off-1000mbps", 0.03, 0.01);
+  const RunResult nb = run_scenario(with_reader(base, true));
+  const RunResult bl = run_scenario(with_reader(base, false));
+  ASSERT_GT(nb.segments, 1000U);
+  const HostResult& h = nb.hosts.front();
+  EXPECT_EQ(nb.reader.reads_copying + nb.reader.reads_empty, cell(h, Sym::kSysRecvfrom).calls);
+  EXPECT_EQ(nb.reader.selects, cell(h, Sym::kDoSelect).calls);
+  EXPECT_GT(nb.reader.sleeps, 0U);
+  EXPECT_LE(nb.reader.sleeps, nb.reader.selects + 1);
+  EXPECT_LE(nb.bytes_received, nb.reader.reads_copying * 131072);
+  const HostResult& b = bl.hosts.front();
+  EXPECT_EQ(bl.reader.reads_empty, 0U);
+  EXPECT_EQ(bl.reader.selects, 0U);
+  EXPECT_NEAR(static_cast<double>(bl.reader.reads_copying),
+              static_cast<double>(cell(b, Sym::kTcpRecvmsg).calls), 1.0);
+  EXPECT_GT(bl.reader.sleeps, 0U);
+}
+
 // __release_sock loops until the backlog is empty ("while ((skb = sk->sk_backlog.head) !=
 // NULL)"), the socket still owned, so what reaches the backlog while it runs waits for no other
 // read(): the first read() after a wake-up copies what was queued, its release_sock takes in the
