@@ -13,7 +13,7 @@
 #          --runs 1 --duration 3 --congestion-control cubic
 #
 # OUT_DIR gets the measurement and rcv-burst.txt, bpftrace's maps. Exit codes: 0 measured; 1 a
-# tool or the run failed.
+# tool or the run failed; 2 a bad skbsim measure flag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: rcv-burst.sh OUT_DIR [skbsim measure options...]}
@@ -38,6 +38,6 @@ awk '
            mean("to_backlog_sum", "to_backlog_n")
     printf "softirq, first to second skb: %.2f us; later skbs: %.2f us each\n",
            mean("first_gap_sum", "first_gap_n") / 1000, mean("later_gap_sum", "later_gap_n") / 1000
-    printf "reader woken (sched_wakeup), after the burst began: %.1f us (%d wake-ups)\n",
+    printf "reader first woken (sched_wakeup), after the burst began: %.1f us (%d bursts)\n",
            mean("wakeup_sum", "wakeup_n"), v["wakeup_n"]
   }' "$maps"

@@ -14,7 +14,8 @@
 #
 # OUT_DIR gets the measurement and rcv-cadence.txt, bpftrace's maps. Name one configuration:
 # every run of the measure adds to the same counts. Exit codes: 0 measured; 1 a tool or the
-# run failed.
+# run failed; 2 a bad skbsim measure flag. When the model cannot run the scenario the measure
+# wrote, the kernel's column is printed with "-" for the model's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: rcv-cadence.sh OUT_DIR [skbsim measure options...]}
@@ -29,17 +30,22 @@ if [[ ${#scenarios[@]} -ne 1 || ! -f ${scenarios[0]} ]]; then
   echo "rcv-cadence: expected one scenario in $out/measurement (name one configuration)" >&2
   exit 1
 fi
-model=$("$skbsim" run "${scenarios[0]}" --format json | python3 -c '
+model=$("$skbsim" run "${scenarios[0]}" --format json 2>"$out/model.err" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 if "tcp_reader" not in d:
     sys.exit("rcv-cadence: this skbsim writes no tcp_reader (rebuild it)")
 r, a = d["tcp_reader"], d.get("tcp_acks_by_path", {})
 print(r.get("reads_copying", 0), r.get("bytes_per_copying_read", 0), r.get("reads_empty", 0),
-      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()))')
+      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()))') ||
+  { echo "rcv-cadence: the model did not run (see $out/model.err)" >&2; model=""; }
 # Lines like "@reads[28587]: 16274", "@failed[28587, -11]: 5816", "@server_xmit: 16761".
 awk -v model="$model" '
   function tid(line) { sub(/^[^[]*\[/, "", line); sub(/[],].*$/, "", line); return line }
+  # A row: the kernel figure, and the model figure or "-" when the model did not run.
+  function row(label, fmt, kernel, model) {
+    printf "%-40s " fmt " %s\n", label, kernel, have ? sprintf(fmt, model) : sprintf("%10s", "-")
+  }
   /^@reads\[/ { reads[tid($0)] = $NF + 0 }
   /^@bytes\[/ { bytes[tid($0)] = $NF + 0 }
   /^@failed\[/ { key = $0; sub(/^[^,]*, /, "", key); sub(/\].*$/, "", key)
@@ -54,16 +60,16 @@ awk -v model="$model" '
       print "rcv-cadence: no iperf3 thread read the stream" > "/dev/stderr"; exit 1
     }
     segs = bytes[best] / 1448
-    split(model, m, " ")
+    have = split(model, m, " ") == 6
     printf "reader: iperf3 thread %s, %d bytes, %.0f segments of 1448 bytes\n", best, bytes[best], segs
     printf "%-40s %10s %10s\n", "per segment", "kernel", "model"
-    printf "%-40s %10.4f %10.4f\n", "reads that copied", reads[best] / segs, m[1]
-    printf "%-40s %10.0f %10.0f\n", "  bytes each", bytes[best] / reads[best], m[2]
-    printf "%-40s %10.4f %10.4f\n", "reads that found nothing (EAGAIN)", eagain[best] / segs, m[3]
-    printf "%-40s %10.4f %10.4f\n", "select() calls", selects[best] / segs, m[4]
-    printf "%-40s %10.4f %10.4f\n", "sleeps", sleeps[best] / segs, m[5]
-    printf "%-40s %10.4f %10.4f\n", "ACKs (server transmits on skbm-s0)", xmit / segs, m[6]
+    row("reads that copied", "%10.4f", reads[best] / segs, m[1])
+    row("  bytes each", "%10.0f", bytes[best] / reads[best], m[2])
+    row("reads that found nothing (EAGAIN)", "%10.4f", eagain[best] / segs, m[3])
+    row("select() calls", "%10.4f", selects[best] / segs, m[4])
+    row("sleeps", "%10.4f", sleeps[best] / segs, m[5])
+    row("ACKs (server transmits on skbm-s0)", "%10.4f", xmit / segs, m[6])
     if (sleeps[best] > 0)
-      printf "%-40s %10.2f %10.2f\n", "reads that copied, per sleep", reads[best] / sleeps[best],
-             (m[5] > 0 ? m[1] / m[5] : 0)
+      row("reads that copied, per sleep", "%10.2f", reads[best] / sleeps[best],
+          (m[5] > 0 ? m[1] / m[5] : 0))
   }' "$maps"
