@@ -1,8 +1,7 @@
 // The scenario commands of the `skbsim` binary (sim/commands.cpp): run, validate, calibrate —
 // exit codes, outputs written completely or not at all, one error line for bad input.
-#include <gtest/gtest.h>
-
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <iomanip>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/process.hpp"
@@ -491,12 +491,42 @@ TEST_P(CommittedModernFit, IsReproduced) {
   }
 }
 
+constexpr std::array<const char*, 6> kCommittedModernFits = {
+    "scenarios/models/modern-2core-fitted.json",
+    "scenarios/models/kvm-2core-fitted.json",
+    "scenarios/models/kvm-2core-v1147-fitted.json",
+    "scenarios/models/kvm-2core-v1252-fitted.json",
+    "scenarios/models/intel-kvm-2core-fitted.json",
+    "scenarios/models/intel-kvm-2core-2600mhz-fitted.json",
+};
+
 INSTANTIATE_TEST_SUITE_P(CalibrateCommand, CommittedModernFit,
-                         ::testing::Values("scenarios/models/modern-2core-fitted.json",
-                                           "scenarios/models/kvm-2core-fitted.json",
-                                           "scenarios/models/kvm-2core-v1147-fitted.json",
-                                           "scenarios/models/kvm-2core-v1252-fitted.json",
-                                           "scenarios/models/intel-kvm-2core-fitted.json",
-                                           "scenarios/models/intel-kvm-2core-2600mhz-fitted.json"));
+                         ::testing::ValuesIn(kCommittedModernFits));
+
+// A machine class added later must not slip past the test above: every committed preset whose
+// recorded fit is a modern one (fitted on the kernel profile's ip and device groups) is in its
+// list.
+TEST(CalibrateCommand, EveryCommittedModernFitIsReproducedAbove) {
+  std::size_t modern = 0;
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(SKBSIM_SOURCE_DIR) / "scenarios/models")) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with("-fitted.json")) {
+      continue;
+    }
+    std::ifstream in(entry.path());
+    const auto preset = nlohmann::json::parse(in);
+    if (!preset.contains("fit") ||
+        preset.at("fit").at("command").get<std::string>().find("profile:ip") == std::string::npos) {
+      continue;
+    }
+    ++modern;
+    const std::string rel = "scenarios/models/" + name;
+    EXPECT_NE(std::find(kCommittedModernFits.begin(), kCommittedModernFits.end(), rel),
+              kCommittedModernFits.end())
+        << rel << " is fitted on the profile but not in kCommittedModernFits";
+  }
+  EXPECT_EQ(modern, kCommittedModernFits.size());
+}
 
 }  // namespace
