@@ -164,19 +164,18 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
   }
   out["segments"] = r.segments;
   if (r.type != TrafficType::kUdpStream && r.segments > 0) {
+    const auto per_segment = [&r](std::uint64_t n) {
+      return round_to(static_cast<double>(n) / static_cast<double>(r.segments), 5);
+    };
     // The ACKs per data segment by the path that sent them, as scripts/ack-source.sh splits the
     // kernel's.
     J acks = J::object();
     for (std::size_t k = 0; k < kAckPathCount; ++k) {
-      acks[kAckPathNames[k]] =
-          round_to(static_cast<double>(r.acks_by_path[k]) / static_cast<double>(r.segments), 5);
+      acks[kAckPathNames[k]] = per_segment(r.acks_by_path[k]);
     }
     out["tcp_acks_by_path"] = std::move(acks);
     // The receiving applications' calls per data segment, and the bytes each copying read
     // returned, as scripts/rcv-cadence.sh counts the kernel's.
-    const auto per_segment = [&r](std::uint64_t n) {
-      return round_to(static_cast<double>(n) / static_cast<double>(r.segments), 5);
-    };
     J reader;
     reader["reads_copying"] = per_segment(r.reader.reads_copying);
     reader["reads_empty"] = per_segment(r.reader.reads_empty);

@@ -1,5 +1,7 @@
 // The scenario commands of the `skbsim` binary (sim/commands.cpp): run, validate, calibrate —
 // exit codes, outputs written completely or not at all, one error line for bad input.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -10,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/process.hpp"

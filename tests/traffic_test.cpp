@@ -84,13 +84,16 @@ const LedgerCell& cell(const HostResult& h, Sym s) {
 }
 
 // A committed measured scenario (scenarios/measured/vm-2core/<name>.json), shortened.
+Scenario measured_vm_scenario(const std::string& name, double duration_s, double warmup_s) {
+  Scenario sc = load_scenario(std::string(SKBSIM_SOURCE_DIR) + "/scenarios/measured/vm-2core/" +
+                              name + ".json");
+  sc.spec.duration_s = duration_s;
+  sc.spec.warmup_s = warmup_s;
+  return sc;
+}
+
 ScenarioSpec measured_vm(const std::string& name, double duration_s, double warmup_s) {
-  ScenarioSpec s = load_scenario(std::string(SKBSIM_SOURCE_DIR) + "/scenarios/measured/vm-2core/" +
-                                 name + ".json")
-                       .spec;
-  s.duration_s = duration_s;
-  s.warmup_s = warmup_s;
-  return s;
+  return measured_vm_scenario(name, duration_s, warmup_s).spec;
 }
 
 // How many times the host called `s`, as a double for ratios.
@@ -765,11 +768,8 @@ TEST(TcpRecvmsg, NonBlockingReadsEndAtAnEmptyQueueAndEachAcks) {
 // something, so the read after it copies. A blocking reader's calls all copy, and it never
 // select()s. The JSON divides each count by the window's segments.
 TEST(TcpRecvmsg, TheReaderStatsCountEveryCallOnce) {
-  const Scenario sc = load_scenario(std::string(SKBSIM_SOURCE_DIR) +
-                                    "/scenarios/measured/vm-2core/direct-csum-off-1000mbps.json");
-  ScenarioSpec base = sc.spec;
-  base.duration_s = 0.03;
-  base.warmup_s = 0.01;
+  const Scenario sc = measured_vm_scenario("direct-csum-off-1000mbps", 0.03, 0.01);
+  const ScenarioSpec& base = sc.spec;
   const RunResult nb = run_scenario(with_reader(base, true));
   const RunResult bl = run_scenario(with_reader(base, false));
   ASSERT_GT(nb.segments, 1000U);
