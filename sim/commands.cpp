@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -14,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <utility>
 
 #include <boost/program_options.hpp>
@@ -399,9 +402,12 @@ void ratio_checks(const std::map<std::string, Demand>& demand, std::vector<Check
 }  // namespace
 
 int run_validate(const std::vector<std::string>& args) {
-  const std::string usage = "skbsim validate [SCENARIO|DIR]... [--plot DIR]";
+  const std::string usage = "skbsim validate [SCENARIO|DIR]... [--seed N] [--plot DIR]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")("json", "print the table as JSON")(
+      "seed", po::value<std::string>(),
+      "run every scenario with this seed in place of its own, 0..2^64-1: another sequence of "
+      "wake-up latency draws where the preset has idle_wake_spread")(
       "plot", po::value<std::string>(),
       "also draw DIR/predicted-vs-measured.svg and .png (skbsim plot)");
   po::options_description all;
@@ -423,10 +429,25 @@ int run_validate(const std::vector<std::string>& args) {
   std::vector<std::string> paths = vm.count("paths") != 0
                                        ? vm["paths"].as<std::vector<std::string>>()
                                        : std::vector<std::string>{"scenarios"};
+  std::optional<std::uint64_t> seed;
+  if (vm.count("seed") != 0) {
+    const std::string& v = vm["seed"].as<std::string>();
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || end != v.data() + v.size()) {
+      std::cerr << "skbsim validate: expected --seed to be an integer 0..2^64-1, got \"" << v
+                << "\"\n\nUsage: " << usage << "\n";
+      return kExitUsage;
+    }
+    seed = n;
+  }
   std::vector<Scenario> scenarios;
   try {
     for (const std::string& f : scenario_files(paths)) {
       scenarios.push_back(load_scenario(f));
+      if (seed) {
+        scenarios.back().spec.seed = *seed;
+      }
     }
   } catch (const InputError& e) {
     std::cerr << e.what() << "\n";

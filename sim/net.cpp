@@ -420,18 +420,32 @@ bool Net::still_polling(const Cpu& cpu) const {
   return cpu.idle() && engine_.now() - cpu.idle_since() < model_.idle_poll_ps;
 }
 
+namespace {
+
+// splitmix64's output function: a bijection of 64-bit words that takes 0 to 0.
+std::uint64_t mix64(std::uint64_t z) noexcept {
+  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31U);
+}
+
+}  // namespace
+
+void Net::seed_wake_draws(std::uint64_t seed) noexcept {
+  // Seeds next to each other start far apart: mixed, not offset along one sequence (seed 2
+  // would then draw seed 1's sequence one step on).
+  wake_rng_ = kWakeDrawState ^ mix64(seed - 1);
+}
+
 Time Net::spread_latency(Time mean) {
   const CostModel& m = model_;
   if (m.idle_wake_spread <= 0 || mean <= 0) {
     return mean;
   }
   // Log-normal with that mean: exp(sigma z - sigma^2 / 2) has mean 1 for z standard normal
-  // (Box-Muller on two draws of a splitmix64 sequence, the same in every run).
+  // (Box-Muller on two draws of a splitmix64 sequence, the same in every run of one seed).
   const auto uniform = [this] {
-    std::uint64_t z = (wake_rng_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31U;
+    const std::uint64_t z = mix64(wake_rng_ += 0x9e3779b97f4a7c15ULL);
     return (static_cast<double>(z >> 11U) + 0.5) * 0x1p-53;  // 53 random bits, in (0, 1)
   };
   const double u1 = uniform();

@@ -340,6 +340,9 @@ class Net {
   std::uint64_t dropped_payload_bytes() const noexcept { return dropped_payload_; }
   // Tracing: data segment number `seg` is traced from its creation on.
   void trace_segment(std::uint32_t seg) noexcept { trace_seg_ = seg; }
+  // The wake-up latency draws (CostModel::idle_wake_spread) from the scenario's seed: each seed
+  // its own splitmix64 sequence, seed 1 the one the model drew before seeds chose it.
+  void seed_wake_draws(std::uint64_t seed) noexcept;
   std::uint32_t traced_segment() const noexcept { return trace_seg_; }
   const std::vector<TraceEntry>& trace() const noexcept { return trace_; }
   void record_trace(TraceEntry e) { trace_.push_back(std::move(e)); }
@@ -347,6 +350,7 @@ class Net {
   void count_hop() noexcept { ++hops_; }
 
  private:
+  static constexpr std::uint64_t kWakeDrawState = 0x5eed'0000'0001ULL;  // seed 1's
   void attach(Namespace& ns, std::unique_ptr<Device> dev);
   void attach_sink(ExecCtx& ctx, Host& host);
   // The NET_RX tasks capture two pointers, which std::function keeps in place: no allocation
@@ -372,7 +376,7 @@ class Net {
   std::vector<Hazard> hazards_;
   std::array<std::uint64_t, static_cast<std::size_t>(DropReason::kCount)> drops_{};
   std::uint64_t dropped_payload_ = 0;
-  std::uint64_t wake_rng_ = 0x5eed'0000'0001ULL;  // splitmix64 state: the same draws every run
+  std::uint64_t wake_rng_ = kWakeDrawState;  // splitmix64 state (seed_wake_draws)
   std::uint32_t trace_seg_ = 0;  // 0 = none
   std::vector<TraceEntry> trace_;
   std::uint64_t hops_ = 0;

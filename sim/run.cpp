@@ -221,6 +221,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
   Built b;
   build(net, spec, b);
   net.trace_segment(spec.trace_segment);
+  net.seed_wake_draws(spec.seed);
 
   // One flow: its sockets, the direction(s) data goes. TCP_STREAM/MAERTS/RR use `a` (netperf's
   // side) and `z` (netserver's); UDP_STREAM uses `ua`/`uz`.

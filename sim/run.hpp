@@ -101,7 +101,7 @@ struct ScenarioSpec {
   double duration_s = 0.2;  // measured time, netperf -l
   double warmup_s = 0.05;   // discarded first
   std::uint32_t trace_segment = 0;  // 0 = no trace
-  std::uint64_t seed = 1;  // recorded in results; the model itself draws no random numbers
+  std::uint64_t seed = 1;           // the wake-up latency draws' sequence (Net::seed_wake_draws)
 };
 
 // One execution context's share of the window: which CPU, at which level (a process, or a

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -331,6 +332,44 @@ TEST(IdleWake, SpreadDrawsALogNormalOfTheLatencysMean) {
   EXPECT_EQ(draws(100), std::vector<Time>(got.begin(), got.begin() + 100));
   m.idle_wake_spread = 0;
   EXPECT_EQ(draws(3), (std::vector<Time>(3, 20 * kPsPerUs)));
+}
+
+// The scenario's seed picks the draws' sequence (Net::seed_wake_draws): seed 1 is the sequence
+// drawn without a seed, another seed is a sequence of its own (not seed 1's a few draws on), and
+// each keeps the preset's mean and spread.
+TEST(IdleWake, TheSeedPicksTheDrawsSequence) {
+  CostModel m;
+  m.idle_wake_ps = 20 * kPsPerUs;
+  m.idle_wake_spread = 0.4;
+  const auto draws = [&m](std::optional<std::uint64_t> seed, std::size_t n) {
+    Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
+    if (seed) {
+      net.seed_wake_draws(*seed);
+    }
+    Cpu& cpu = *net.add_host("H", 1, 1).cpus[0];
+    std::vector<Time> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      out.push_back(net.idle_wake_latency(cpu, false));
+    }
+    return out;
+  };
+  const std::vector<Time> unseeded = draws(std::nullopt, 4000);
+  EXPECT_EQ(draws(1, 4000), unseeded);
+  for (const std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{2}, std::uint64_t{3}}) {
+    SCOPED_TRACE(seed);
+    const std::vector<Time> got = draws(seed, 4000);
+    EXPECT_EQ(draws(seed, 4000), got);
+    for (std::size_t shift = 0; shift < 8; ++shift) {
+      EXPECT_FALSE(std::equal(got.begin(), got.begin() + 100, unseeded.begin() + shift));
+      EXPECT_FALSE(std::equal(unseeded.begin(), unseeded.begin() + 100, got.begin() + shift));
+    }
+    double sum = 0;
+    for (Time t : got) {
+      sum += static_cast<double>(t);
+    }
+    EXPECT_NEAR(sum / 4000.0 / static_cast<double>(m.idle_wake_ps), 1.0, 0.05);
+  }
+  EXPECT_NE(draws(2, 100), draws(3, 100));
 }
 
 TEST(IdleWake, SpreadNeedsALatencyAndAReasonableValue) {
