@@ -3,12 +3,15 @@
 // on a bad flag it prints "<who>: <what went wrong>", the usage line and the options to stderr
 // and returns false, so every command fails the same way (exit 2, nothing on stdout).
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -42,6 +45,20 @@ inline std::optional<double> parse_double(std::string_view s) {
   char* end = nullptr;
   const double v = std::strtod(str.c_str(), &end);
   if (end != str.c_str() + str.size() || !std::isfinite(v)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+// A whole argument word as an unsigned 64-bit integer (decimal digits only: no sign, no
+// fraction), or nullopt when anything is left over or it is out of range.
+inline std::optional<std::uint64_t> parse_uint64(std::string_view s) {
+  if (s.empty()) {
+    return std::nullopt;
+  }
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) {
     return std::nullopt;
   }
   return v;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -16,7 +15,6 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <system_error>
 #include <utility>
 
 #include <boost/program_options.hpp>
@@ -432,14 +430,12 @@ int run_validate(const std::vector<std::string>& args) {
   std::optional<std::uint64_t> seed;
   if (vm.count("seed") != 0) {
     const std::string& v = vm["seed"].as<std::string>();
-    std::uint64_t n = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc() || end != v.data() + v.size()) {
+    seed = parse_uint64(v);
+    if (!seed) {
       std::cerr << "skbsim validate: expected --seed to be an integer 0..2^64-1, got \"" << v
                 << "\"\n\nUsage: " << usage << "\n";
       return kExitUsage;
     }
-    seed = n;
   }
   std::vector<Scenario> scenarios;
   try {

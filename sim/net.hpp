@@ -250,6 +250,10 @@ class Net {
   // idle_poll_wake_ps), or halted, by an IPI (idle_wake_ps, idle_wake_blocked_ps, adapting the
   // host's polling window); spread by idle_wake_spread.
   Time idle_wake_latency(Cpu& cpu, bool polling);
+  // Restarts idle_wake_spread's draws at `seed`'s sequence (run_scenario: the scenario's seed,
+  // before the engine runs): each seed its own splitmix64 sequence, seed 1 the one drawn before
+  // seeds picked it, and a Net never seeded.
+  void seed_wake_draws(std::uint64_t seed) noexcept;
   Patches& patches() noexcept { return patches_; }
 
   // ---- building -------------------------------------------------------------------------------
@@ -340,9 +344,6 @@ class Net {
   std::uint64_t dropped_payload_bytes() const noexcept { return dropped_payload_; }
   // Tracing: data segment number `seg` is traced from its creation on.
   void trace_segment(std::uint32_t seg) noexcept { trace_seg_ = seg; }
-  // The wake-up latency draws (CostModel::idle_wake_spread) from the scenario's seed: each seed
-  // its own splitmix64 sequence, seed 1 the one the model drew before seeds chose it.
-  void seed_wake_draws(std::uint64_t seed) noexcept;
   std::uint32_t traced_segment() const noexcept { return trace_seg_; }
   const std::vector<TraceEntry>& trace() const noexcept { return trace_; }
   void record_trace(TraceEntry e) { trace_.push_back(std::move(e)); }

@@ -117,34 +117,46 @@ TEST(ValidateCommand, ExitsOneBeyondToleranceAndZeroWithin) {
 // (vm-2core's), and seed 1 is what the scenarios' own seed gives. Anything but an unsigned
 // 64-bit integer is a usage error.
 TEST(ValidateCommand, SeedPicksTheWakeUpDrawsWhereThePresetSpreadsThem) {
-  const std::string spread = "scenarios/measured/kvm-2core-v1252/direct-off-1000mbps.json";
+  const std::string dir = "scenarios/measured/kvm-2core-v1252/";
+  const std::string spread1 = dir + "direct-off-1000mbps.json";
+  const std::string spread2 = dir + "forward-csum-off-1000mbps.json";
   const std::string exact = "scenarios/measured/vm-2core/direct-off-1000mbps.json";
   const auto runs = run_batch(SKBSIM_BINARY, kSource,
-                              {{"validate", spread, "--json"},
-                               {"validate", spread, "--json", "--seed", "1"},
-                               {"validate", spread, "--json", "--seed", "2"},
+                              {{"validate", spread1, spread2, "--json"},
+                               {"validate", spread1, spread2, "--json", "--seed", "1"},
+                               {"validate", spread1, spread2, "--json", "--seed", "2"},
                                {"validate", exact, "--json"},
                                {"validate", exact, "--json", "--seed", "2"},
-                               {"validate", spread, "--seed", "-1"},
-                               {"validate", spread, "--seed", "1.5"},
-                               {"validate", spread, "--seed", "18446744073709551616"}});
+                               {"validate", spread1, "--seed", "-1"},
+                               {"validate", spread1, "--seed", "1.5"},
+                               {"validate", spread1, "--seed", "18446744073709551616"},
+                               {"validate", spread1, "--seed", ""}});
   for (std::size_t i = 0; i < 5; ++i) {
     ASSERT_LE(runs[i].exit_code, 1) << runs[i].err;
   }
   EXPECT_EQ(runs[1].out, runs[0].out);
-  EXPECT_NE(runs[2].out, runs[0].out);
   EXPECT_EQ(runs[4].out, runs[3].out);
-  // The draws move when the reader runs, not what a segment is: the data path's counts stay.
-  const auto row = [](const std::string& out, const std::string& figure) {
+  // Each scenario's own rows: the seed moves both spread ones' wake-up counts (every scenario
+  // runs with it), not what a segment is (the data path's counts stay).
+  const auto row = [](const std::string& out, const std::string& scenario,
+                      const std::string& figure) {
     for (const auto& c : nlohmann::json::parse(out)) {
-      if (c.at("figure") == figure) {
+      if (c.at("scenario") == scenario && c.at("figure") == figure) {
         return c.at("predicted").get<std::string>();
       }
     }
     return std::string("missing");
   };
-  EXPECT_EQ(row(runs[2].out, "M/c0 xmit_segments"), row(runs[0].out, "M/c0 xmit_segments"));
-  EXPECT_NE(row(runs[0].out, "M/c0 xmit_segments"), "missing");
+  for (const char* name : {"direct-off-1000mbps", "forward-csum-off-1000mbps"}) {
+    SCOPED_TRACE(name);
+    const std::string sc = std::string("kvm-2core-v1252-") + name;
+    const std::string wakes = "per segment context_switches";
+    EXPECT_NE(row(runs[0].out, sc, wakes), "missing");
+    EXPECT_NE(row(runs[2].out, sc, wakes), row(runs[0].out, sc, wakes));
+    const std::string segments = "M/c0 xmit_segments";
+    EXPECT_NE(row(runs[0].out, sc, segments), "missing");
+    EXPECT_EQ(row(runs[2].out, sc, segments), row(runs[0].out, sc, segments));
+  }
   for (std::size_t i = 5; i < runs.size(); ++i) {
     EXPECT_EQ(runs[i].exit_code, 2);
     EXPECT_TRUE(runs[i].out.empty());

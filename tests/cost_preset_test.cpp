@@ -335,8 +335,9 @@ TEST(IdleWake, SpreadDrawsALogNormalOfTheLatencysMean) {
 }
 
 // The scenario's seed picks the draws' sequence (Net::seed_wake_draws): seed 1 is the sequence
-// drawn without a seed, another seed is a sequence of its own (not seed 1's a few draws on), and
-// each keeps the preset's mean and spread.
+// drawn without a seed, another seed is a sequence of its own, and each keeps the preset's mean.
+// Its own: not seed 1's a few latencies on, as seeds 3 and 5 would be were seeds an offset along
+// one sequence (two uniform draws make a latency, so 2 and 4 draws on are 1 and 2 latencies).
 TEST(IdleWake, TheSeedPicksTheDrawsSequence) {
   CostModel m;
   m.idle_wake_ps = 20 * kPsPerUs;
@@ -355,7 +356,7 @@ TEST(IdleWake, TheSeedPicksTheDrawsSequence) {
   };
   const std::vector<Time> unseeded = draws(std::nullopt, 4000);
   EXPECT_EQ(draws(1, 4000), unseeded);
-  for (const std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{2}, std::uint64_t{3}}) {
+  for (const std::uint64_t seed : {0, 2, 3, 5}) {
     SCOPED_TRACE(seed);
     const std::vector<Time> got = draws(seed, 4000);
     EXPECT_EQ(draws(seed, 4000), got);
