@@ -251,8 +251,8 @@ class Net {
   // host's polling window); spread by idle_wake_spread.
   Time idle_wake_latency(Cpu& cpu, bool polling);
   // Restarts idle_wake_spread's draws at `seed`'s sequence (run_scenario: the scenario's seed,
-  // before the engine runs): each seed its own splitmix64 sequence, seed 1 the one drawn before
-  // seeds picked it, and a Net never seeded.
+  // before the engine runs): each seed its own splitmix64 sequence. Seed 1's is the one a Net
+  // never seeded draws, the one every run drew before seeds picked it.
   void seed_wake_draws(std::uint64_t seed) noexcept;
   Patches& patches() noexcept { return patches_; }
 
