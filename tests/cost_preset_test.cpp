@@ -297,6 +297,22 @@ TEST(IdleWake, TheHostPollsAfterShortHaltsAndStopsAfterLongOnes) {
   EXPECT_EQ(cpu.halt_poll_ps(), 10 * kPsPerUs);
 }
 
+// The first `n` wake-up latencies a fresh Net draws for an idle CPU woken by an IPI, from
+// `seed`'s sequence (Net::seed_wake_draws) or, without one, the sequence of a Net never seeded.
+std::vector<Time> wake_draws(const CostModel& m, std::size_t n,
+                             std::optional<std::uint64_t> seed = std::nullopt) {
+  Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
+  if (seed) {
+    net.seed_wake_draws(*seed);
+  }
+  Cpu& cpu = *net.add_host("H", 1, 1).cpus[0];
+  std::vector<Time> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(net.idle_wake_latency(cpu, false));
+  }
+  return out;
+}
+
 // cpu.idle_wake_spread: each wake-up's latency is a log-normal draw whose mean is the preset's
 // latency and whose logarithm has the preset's standard deviation; the draws are the same in
 // every run, and without the key every wake-up takes the latency exactly.
@@ -304,15 +320,7 @@ TEST(IdleWake, SpreadDrawsALogNormalOfTheLatencysMean) {
   CostModel m;
   m.idle_wake_ps = 20 * kPsPerUs;
   m.idle_wake_spread = 0.4;
-  const auto draws = [&m](std::size_t n) {
-    Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
-    Cpu& cpu = *net.add_host("H", 1, 1).cpus[0];
-    std::vector<Time> out;
-    for (std::size_t i = 0; i < n; ++i) {
-      out.push_back(net.idle_wake_latency(cpu, false));
-    }
-    return out;
-  };
+  const auto draws = [&m](std::size_t n) { return wake_draws(m, n); };
   const std::vector<Time> got = draws(20000);
   double sum = 0;
   double log_sum = 0;
@@ -343,16 +351,7 @@ TEST(IdleWake, TheSeedPicksTheDrawsSequence) {
   m.idle_wake_ps = 20 * kPsPerUs;
   m.idle_wake_spread = 0.4;
   const auto draws = [&m](std::optional<std::uint64_t> seed, std::size_t n) {
-    Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
-    if (seed) {
-      net.seed_wake_draws(*seed);
-    }
-    Cpu& cpu = *net.add_host("H", 1, 1).cpus[0];
-    std::vector<Time> out;
-    for (std::size_t i = 0; i < n; ++i) {
-      out.push_back(net.idle_wake_latency(cpu, false));
-    }
-    return out;
+    return wake_draws(m, n, seed);
   };
   const std::vector<Time> unseeded = draws(std::nullopt, 4000);
   EXPECT_EQ(draws(1, 4000), unseeded);
