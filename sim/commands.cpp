@@ -554,8 +554,9 @@ int run_calibrate(const std::vector<std::string>& args) {
       "the scenarios with references to fit to (directories or files)")(
       "preset,p", po::value<std::string>(), "the starting preset")(
       "free", po::value<std::vector<std::string>>()->multitoken(),
-      "parameters to fit: call_scale, copy_bytes_per_ns, csum_bytes_per_ns, "
-      "fused_bytes_per_ns, page_ref_cycles, idle_exit_blocked_us, cycles:<symbol>, "
+      "parameters to fit: call_scale, copy_bytes_per_ns, copy_to_user_bytes_per_ns, "
+      "csum_bytes_per_ns, fused_bytes_per_ns, page_ref_cycles, idle_exit_blocked_us, "
+      "cycles:<symbol>, "
       "group_scale:<group> (default: call_scale)")(
       "figure", po::value<std::vector<std::string>>()->multitoken(),
       "the reference figures to fit: cpu_util_pct, service_demand_us_per_kb, "

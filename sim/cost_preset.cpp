@@ -50,14 +50,17 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   p.name_ = root.child("name").string();
   (void)root.string_or("description", "");
   const JsonReader cpu = root.child("cpu");
-  cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "csum_bytes_per_ns",
-                           "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us",
-                           "idle_wake_blocked_us", "halt_poll_max_us", "idle_wake_spread",
-                           "idle_poll_us", "idle_poll_wake_us", "syscall_us", "ipi_send_us",
-                           "idle_exit_blocked_us"});
+  cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "copy_to_user_bytes_per_ns",
+                           "csum_bytes_per_ns", "fused_bytes_per_ns", "page_ref_cycles",
+                           "idle_wake_us", "idle_wake_blocked_us", "halt_poll_max_us",
+                           "idle_wake_spread", "idle_poll_us", "idle_poll_wake_us", "syscall_us",
+                           "ipi_send_us", "idle_exit_blocked_us", "idle_period_us"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
+  if (const auto c = cpu.optional_child("copy_to_user_bytes_per_ns")) {
+    p.copy_to_user_ = valued(*c, 0.05, 50);
+  }
   p.csum_ = valued(cpu.child("csum_bytes_per_ns"), 0.05, 50);
   p.fused_ = valued(cpu.child("fused_bytes_per_ns"), 0.05, 50);
   p.page_ref_cycles_ = valued(cpu.child("page_ref_cycles"), 0, 10000);
@@ -94,6 +97,9 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   }
   if (const auto w = cpu.optional_child("ipi_send_us")) {
     p.ipi_send_us_ = valued(*w, 0, 1000);
+  }
+  if (const auto w = cpu.optional_child("idle_period_us")) {
+    p.idle_period_us_ = valued(*w, 0, 1000);
   }
   if (const auto w = cpu.optional_child("idle_exit_blocked_us")) {
     const ParamBounds b = p.bounds("idle_exit_blocked_us");
@@ -135,6 +141,11 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
       s.fail("expected no cycles for tick_nohz_idle_exit: leaving the idle loop after a long "
              "halt is \"cpu\": {\"idle_exit_blocked_us\"}, as time");
     }
+    if (*sym == Sym::kScheduleIdle) {
+      s.fail(
+          "expected no cycles for schedule_idle: an idle period's own work outside its "
+          "cpuidle state is \"cpu\": {\"idle_period_us\"}, as time");
+    }
     if (*sym == Sym::kSendIpi && p.ipi_send_us_ > 0) {
       s.fail("expected no cycles for smp_send_reschedule beside \"cpu\": {\"ipi_send_us\"}, "
              "which prices sending an IPI as time");
@@ -157,6 +168,7 @@ CostModel CostPreset::model() const {
     m.call_ps[i] = std::llround(cycles * call_scale_ * group * ps_per_cycle);
   }
   m.copy_fs_per_byte = std::llround(1e6 / copy_);
+  m.copy_to_user_fs_per_byte = copy_to_user_ > 0 ? std::llround(1e6 / copy_to_user_) : 0;
   m.csum_fs_per_byte = std::llround(1e6 / csum_);
   m.fused_fs_per_byte = std::llround(1e6 / fused_);
   m.page_ref_ps = std::llround(page_ref_cycles_ * call_scale_ * ps_per_cycle);
@@ -173,6 +185,8 @@ CostModel CostPreset::model() const {
   }
   m.idle_exit_blocked_ps = std::llround(idle_exit_blocked_us_ * 1e6);
   m.call_ps[index(Sym::kIdleExit)] = m.idle_exit_blocked_ps;
+  m.idle_period_ps = std::llround(idle_period_us_ * 1e6);
+  m.call_ps[index(Sym::kScheduleIdle)] = m.idle_period_ps;
   return m;
 }
 
@@ -183,7 +197,8 @@ bool CostPreset::has_param(const std::string& param) const {
   if (param.rfind(kGroupPrefix, 0) == 0) {
     return scalable_group(param.substr(kGroupPrefix.size()));
   }
-  return param == "call_scale" || param == "copy_bytes_per_ns" || param == "csum_bytes_per_ns" ||
+  return param == "call_scale" || param == "copy_bytes_per_ns" ||
+         param == "copy_to_user_bytes_per_ns" || param == "csum_bytes_per_ns" ||
          param == "fused_bytes_per_ns" || param == "page_ref_cycles" ||
          param == "idle_exit_blocked_us";
 }
@@ -194,6 +209,9 @@ double CostPreset::get(const std::string& param) const {
   }
   if (param == "copy_bytes_per_ns") {
     return copy_;
+  }
+  if (param == "copy_to_user_bytes_per_ns") {
+    return copy_to_user_ > 0 ? copy_to_user_ : copy_;
   }
   if (param == "csum_bytes_per_ns") {
     return csum_;
@@ -226,6 +244,13 @@ void CostPreset::set(const std::string& param, double v) {
   } else if (param == "copy_bytes_per_ns") {
     copy_ = v;
     put("cpu", "copy_bytes_per_ns", v);
+  } else if (param == "copy_to_user_bytes_per_ns") {
+    copy_to_user_ = v;
+    put("cpu", "copy_to_user_bytes_per_ns", v);
+    auto& c = doc_["cpu"]["copy_to_user_bytes_per_ns"];
+    if (!c.contains("source")) {
+      c["source"] = "fitted by skbsim calibrate: the reader's copy from an skb into its buffer";
+    }
   } else if (param == "csum_bytes_per_ns") {
     csum_ = v;
     put("cpu", "csum_bytes_per_ns", v);

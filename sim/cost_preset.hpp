@@ -6,6 +6,8 @@
 // Named parameters (what `skbsim calibrate --free` fits):
 //   call_scale          multiplies every symbol's cycles (how fast this CPU runs kernel code)
 //   copy_bytes_per_ns   memcpy / copy_from_user rate
+//   copy_to_user_bytes_per_ns  the reader's copy from an skb into its buffer (skb_copy_datagram_
+//                       iter), where the preset has it apart; absent: copy_bytes_per_ns
 //   csum_bytes_per_ns   csum_partial rate
 //   fused_bytes_per_ns  csum_partial_copy_generic rate
 //   page_ref_cycles     one inline get_page/put_page
@@ -58,6 +60,7 @@ class CostPreset {
   std::map<Sym, double> cycles_;
   std::map<std::string, double> group_scales_;  // absent = 1
   double copy_ = 1;
+  double copy_to_user_ = 0;  // 0: copy_
   double csum_ = 1;
   double fused_ = 1;
   double page_ref_cycles_ = 20;
@@ -70,6 +73,7 @@ class CostPreset {
   double syscall_us_ = 0;
   double ipi_send_us_ = 0;  // 0: smp_send_reschedule's cycles
   double idle_exit_blocked_us_ = 0;
+  double idle_period_us_ = 0;
   nlohmann::ordered_json doc_;
 };
 

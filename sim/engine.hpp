@@ -109,6 +109,10 @@ class Cpu {
   // follows rather than delaying it; the model keeps that work's timing and the CPU's busy time
   // whole. Negative: none (default).
   void charge_idle_exits_after(Time min_halt) noexcept { charge_after_ = min_halt; }
+  // From then on, every exit from the idle loop records one schedule_idle call
+  // (cpu.idle_period_us: the idle period's own work), charged as a long halt's
+  // tick_nohz_idle_exit is, and with it when both are owed.
+  void charge_idle_periods() noexcept { charge_periods_ = true; }
 
  private:
   friend class Engine;
@@ -131,7 +135,9 @@ class Cpu {
   Time idle_since_ = 0;
   Time halt_poll_ps_ = 0;
   Time charge_after_ = -1;
-  bool idle_exit_owed_ = false;  // a long halt ended; charged before the CPU halts again
+  bool charge_periods_ = false;
+  bool idle_exit_owed_ = false;    // a long halt ended; charged before the CPU halts again
+  bool idle_period_owed_ = false;  // an idle period ended; likewise
   ExecCtx* exit_ctx_ = nullptr;  // to the first task (not a switch-in) that the halt's end ran
   std::uint64_t idle_exits_ = 0;
 };

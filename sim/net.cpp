@@ -129,6 +129,9 @@ Host& Net::add_host(const std::string& name, std::uint32_t cpus, std::uint32_t c
       // (kvm_vcpu_halt past halt_poll_ns), as idle_wake_latency() has it.
       h->cpus.back()->charge_idle_exits_after(model_.halt_poll_max_ps);
     }
+    if (model_.idle_period_ps > 0) {
+      h->cpus.back()->charge_idle_periods();
+    }
   }
   h->softnet.resize(cpus);
   for (std::uint32_t i = 0; i < cpus; ++i) {

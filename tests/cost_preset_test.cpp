@@ -753,4 +753,108 @@ TEST(IdleExit, TheFitRecoversItFromThePacedRows) {
   EXPECT_LT(f.rms_pct, 1.0);
 }
 
+// ---- an idle period's own work (cpu.idle_period_us)
+// ----------------------------------------------
+
+// cpu.idle_period_us: time, unscaled by call_scale, priced as schedule_idle; the modern and 2007
+// presets have none.
+TEST(IdlePeriod, ThePresetsTimeReachesTheCostModelUnscaled) {
+  nlohmann::ordered_json doc = modern_doc();
+  doc["cpu"]["idle_period_us"] = {{"value", 11.5}, {"source", "a measurement"}};
+  const Loaded l = load_doc(doc);
+  ASSERT_TRUE(l.preset) << l.error;
+  EXPECT_EQ(l.preset->model().idle_period_ps, 11'500'000);
+  expect_time_unscaled(*l.preset, Sym::kScheduleIdle, 11'500'000);
+  EXPECT_EQ(modern().model().idle_period_ps, 0);
+}
+
+TEST(IdlePeriod, CyclesOrANegativeTimeAreAnErrorNamingTheirPath) {
+  nlohmann::ordered_json doc = modern_doc();
+  doc["calls"]["symbols"]["schedule_idle"] = {{"cycles", 3000}, {"source", "a guess"}};
+  Loaded l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/schedule_idle: expected", 0), 0U) << l.error;
+  doc["calls"]["symbols"].erase("schedule_idle");
+  doc["cpu"]["idle_period_us"] = {{"value", -2}, {"source", "a typo"}};
+  l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_period_us", 0), 0U) << l.error;
+}
+
+// Unlike a long halt's exit, every idle period is charged: the unlimited stream's reader sleeps
+// for a few microseconds at a time, and each of those periods costs the preset's time once.
+TEST(IdlePeriod, EveryIdlePeriodIsChargedOnceShortHaltsIncluded) {
+  CostPreset p = modern();
+  p.set("idle_exit_blocked_us", 10);
+  Scenario sc = measured("direct-off-unlimited", p, 0.01);
+  const RunResult without = run_scenario(sc.spec);
+  EXPECT_EQ(cell(host_m(without), Sym::kScheduleIdle).calls, 0U);
+  sc.spec.cost.idle_period_ps = 7 * kPsPerUs;
+  sc.spec.cost.call_ps[index(Sym::kScheduleIdle)] = 7 * kPsPerUs;
+  const RunResult with = run_scenario(sc.spec);
+  const LedgerCell& period = cell(host_m(with), Sym::kScheduleIdle);
+  const LedgerCell& blocked = cell(host_m(with), Sym::kIdleExit);
+  EXPECT_GT(period.calls, 10 * blocked.calls + 100) << "short halts not charged";
+  EXPECT_EQ(period.cost_ps, static_cast<std::int64_t>(period.calls) * 7 * kPsPerUs);
+  // The reader's CPU spends it: busier per segment than without.
+  const auto busy_per_segment = [](const RunResult& r) {
+    return host_m(r).cpu_busy_pct[1] / static_cast<double>(r.segments);
+  };
+  EXPECT_GT(busy_per_segment(with), busy_per_segment(without) * 1.05);
+}
+
+// ---- the reader's copy (cpu.copy_to_user_bytes_per_ns)
+// -------------------------------------------
+
+// Absent, the reader's copy runs at copy_bytes_per_ns; present, skb_copy_datagram_iovec's bytes
+// are priced at it and the sender's copy_from_user's are not. A fit may free it; its bounds are
+// the other byte rates'.
+TEST(CopyToUser, AReaderCopyRateOfItsOwnPricesOnlyTheReadersCopy) {
+  CostPreset p = modern();
+  EXPECT_EQ(p.model().copy_to_user_fs_per_byte, 0);
+  EXPECT_EQ(p.get("copy_to_user_bytes_per_ns"), p.get("copy_bytes_per_ns"));
+  EXPECT_TRUE(p.has_param("copy_to_user_bytes_per_ns"));
+  EXPECT_EQ(p.bounds("copy_to_user_bytes_per_ns").hi, 50);
+  p.set("copy_bytes_per_ns", 5);
+  p.set("copy_to_user_bytes_per_ns", 20);
+  const CostModel m = p.model();
+  EXPECT_EQ(m.copy_to_user_fs_per_byte, 50'000);
+  const Work read{.sym = Sym::kSkbCopyDatagramIovec, .copied = 1000};
+  const Work write{.sym = Sym::kCopyFromUser, .copied = 1000};
+  EXPECT_EQ(m.price(read) - m.call_ps[index(Sym::kSkbCopyDatagramIovec)], 50'000);  // 1 KB / 20
+  EXPECT_EQ(m.price(write) - m.call_ps[index(Sym::kCopyFromUser)], 200'000);        // 1 KB / 5
+  EXPECT_EQ(
+      p.to_json(nlohmann::ordered_json::object())["cpu"]["copy_to_user_bytes_per_ns"]["value"], 20);
+}
+
+TEST(CopyToUser, ANonsenseRateIsAnErrorNamingItsPath) {
+  nlohmann::ordered_json doc = modern_doc();
+  doc["cpu"]["copy_to_user_bytes_per_ns"] = {{"value", 500}, {"source", "a typo"}};
+  const Loaded l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/copy_to_user_bytes_per_ns", 0), 0U) << l.error;
+}
+
+// In a run, the reader's copy takes the rate and the sender's keeps copy_bytes_per_ns; the
+// reader's CPU is the less busy for it.
+TEST(CopyToUser, AFasterReaderCopyUnloadsOnlyTheReadersCpu) {
+  CostPreset p = modern();
+  Scenario sc = measured("direct-on-unlimited", p, 0.01);
+  const RunResult same = run_scenario(sc.spec);
+  sc.spec.cost.copy_to_user_fs_per_byte = sc.spec.cost.copy_fs_per_byte / 4;
+  const RunResult faster = run_scenario(sc.spec);
+  // Each symbol's time per byte copied, its calls' fixed part taken out.
+  const auto fs_per_byte = [&sc](const RunResult& r, Sym s) {
+    const LedgerCell& c = cell(host_m(r), s);
+    const double fixed =
+        static_cast<double>(c.calls) * static_cast<double>(sc.spec.cost.call_ps[index(s)]);
+    return (static_cast<double>(c.cost_ps) - fixed) * 1000 / static_cast<double>(c.copied);
+  };
+  const double copy = static_cast<double>(sc.spec.cost.copy_fs_per_byte);
+  EXPECT_NEAR(fs_per_byte(same, Sym::kSkbCopyDatagramIovec), copy, copy * 0.01);
+  EXPECT_NEAR(fs_per_byte(faster, Sym::kSkbCopyDatagramIovec), copy / 4, copy * 0.01);
+  EXPECT_NEAR(fs_per_byte(faster, Sym::kCopyFromUser), copy, copy * 0.01);
+  EXPECT_LT(host_m(faster).cpu_busy_pct[1], host_m(same).cpu_busy_pct[1] * 0.9);
+}
+
 }  // namespace skbsim::sim

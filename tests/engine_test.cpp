@@ -429,6 +429,23 @@ TEST_F(CpuFixture, IdleExitEndedBySwitchingInIsPaidByTheWokenTask) {
   EXPECT_EQ(cpu.busy_ps(), 300);  // two calls and the exit
 }
 
+// With idle periods charged (cpu.idle_period_us), every halt's end records one schedule_idle,
+// the short halt's as well as the long one's, which records its tick_nohz_idle_exit beside it;
+// a gap of no time is not a period.
+TEST_F(CpuFixture, EveryIdlePeriodIsChargedOnceToTheTaskEndingIt) {
+  cpu.charge_idle_exits_after(500);
+  cpu.charge_idle_periods();
+  engine.at(1000, [&] { cpu.submit(task(proc, "long halt", 1)); });   // halted 1000 ps
+  engine.at(1400, [&] { cpu.submit(task(soft, "short halt", 1)); });  // halted 1300..1400
+  engine.run_until(10'000);
+  EXPECT_EQ(cpu.idle_exits(), 2U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kScheduleIdle).calls, 1U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 1U);
+  EXPECT_EQ(soft.ledger().cell(Sym::kScheduleIdle).calls, 1U);
+  EXPECT_EQ(soft.ledger().cell(Sym::kIdleExit).calls, 0U);
+  EXPECT_EQ(cpu.busy_ps(), 500);  // two tasks, two periods and one long exit at 100 ps each
+}
+
 TEST(Cpus, EachCpuIsIndependent) {
   CostModel model = flat_model(100);
   Engine engine;

@@ -59,6 +59,9 @@ struct CostModel {
   std::array<std::int64_t, kSymCount> call_ps{};
   // Per-byte costs in femtoseconds per byte (1e-3 ps), a property of the CPU's memory system.
   std::int64_t copy_fs_per_byte = 0;
+  // The reader's copy out of an skb into its buffer (copies_to_user below), where it differs:
+  // 0 = copy_fs_per_byte.
+  std::int64_t copy_to_user_fs_per_byte = 0;
   std::int64_t csum_fs_per_byte = 0;
   std::int64_t fused_fs_per_byte = 0;
   // One inline page reference (atomic increment or decrement).
@@ -90,9 +93,22 @@ struct CostModel {
   // time (call_ps[kIdleExit] holds it too): what such an end of an idle period costs the CPU
   // beyond the work that ended it. 0: not priced.
   std::int64_t idle_exit_blocked_ps = 0;
+  // Every idle period's own work outside its cpuidle state, as time (call_ps[kScheduleIdle]
+  // holds it too): entering the idle loop and leaving it, whatever the halt's length. 0: not
+  // priced.
+  std::int64_t idle_period_ps = 0;
+
+  // The symbols whose `copied` bytes go from an skb into a reader's buffer: 6.x
+  // skb_copy_datagram_iter's _copy_to_iter (2.6.20 memcpy_toiovec).
+  static constexpr bool copies_to_user(Sym s) noexcept {
+    return s == Sym::kSkbCopyDatagramIovec || s == Sym::kCopyToUser;
+  }
 
   std::int64_t price(const Work& w) const noexcept {
-    const std::int64_t bytes_fs = static_cast<std::int64_t>(w.copied) * copy_fs_per_byte +
+    const std::int64_t copy_fs = copy_to_user_fs_per_byte != 0 && copies_to_user(w.sym)
+                                     ? copy_to_user_fs_per_byte
+                                     : copy_fs_per_byte;
+    const std::int64_t bytes_fs = static_cast<std::int64_t>(w.copied) * copy_fs +
                                   static_cast<std::int64_t>(w.summed) * csum_fs_per_byte +
                                   static_cast<std::int64_t>(w.fused) * fused_fs_per_byte;
     return call_ps[index(w.sym)] + static_cast<std::int64_t>(w.page_refs) * page_ref_ps +

@@ -178,7 +178,12 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   /* leaving the idle loop after a long halt, whatever ended it (6.x do_idle: the */         \
   /* interrupt's entry, tick_nohz_idle_exit restarting the tick; on a VM whose host blocked */ \
   /* the vCPU's thread, the caches refilled after it), priced by cpu.idle_exit_blocked_us */ \
-  X(kIdleExit, "tick_nohz_idle_exit", kOther)
+  X(kIdleExit, "tick_nohz_idle_exit", kOther)                                              \
+  /* one idle period's own work outside its cpuidle state, however long: 6.x do_idle */     \
+  /* entering the loop and stopping the tick, leaving it and restarting the tick, and */    \
+  /* schedule_idle's switch to the woken task (where a profile of a 6.x guest samples */    \
+  /* most of it: finish_task_switch); priced by cpu.idle_period_us */                       \
+  X(kScheduleIdle, "schedule_idle", kOther)
 
 enum class Sym : std::uint16_t {
 #define SKBSIM_SYM_ENUM(e, name, group) e,
