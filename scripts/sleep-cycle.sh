@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# What one sleep-and-wake cycle of iperf3's reader costs its CPU, beside one `skbsim measure
+# --trace off`: runs scripts/sleep-cycle.bt (bpftrace: syscall, sched_switch and power:cpu_idle
+# tracepoints) and prints, over the stream's first to last 128 KB write, on the reader's CPU:
+# - read(): by size, the count, mean and least time; the slope of the mean time over the size
+#   (weighted by count) as bytes per ns, what a preset's cpu.copy_to_user_bytes_per_ns is made
+#   from (the slope also holds whatever else grows with the bytes a read takes, so the copy
+#   itself is at least that fast);
+# - select(): the mean time on the CPU of the calls that did not sleep and of those that did
+#   (what calls.symbols.do_select is made from, less cpu.syscall_us);
+# - idle periods: the idle task's time outside its cpuidle states per period (entering, leaving,
+#   and the periods that ended before any state), cpu.idle_period_us; the mean time from the
+#   switch to the idle task to its first state, in which a wake-up needs no IPI (the task polls:
+#   TIF_POLLING_NRFLAG), cpu.idle_poll_us.
+# Root; mounts tracefs for the run if it is not mounted (and unmounts it). docs/measure.md,
+# "What a sleep costs the reader's CPU".
+#
+#   bash scripts/sleep-cycle.sh OUT_DIR [skbsim measure options...]
+#   e.g. bash scripts/sleep-cycle.sh /tmp/sc --topology direct --variant on --rate unlimited \
+#          --runs 1 --duration 3 --congestion-control cubic
+#
+# OUT_DIR gets the measurement and sleep-cycle.txt, bpftrace's maps; every configuration the
+# measure runs adds to the same counts. Exit codes: 0 measured; 1 a tool or the run failed; 2 a
+# bad skbsim measure flag.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: sleep-cycle.sh OUT_DIR [skbsim measure options...]}
+shift
+# shellcheck source=scripts/trace-measure.sh
+source scripts/trace-measure.sh
+maps="$out/sleep-cycle.txt"
+if ! command -v python3 >/dev/null; then
+  echo "sleep-cycle: expected python3, which prints the summary (apt-get install python3)" >&2
+  exit 1
+fi
+trace_measure sleep-cycle "$out" "$maps" scripts/sleep-cycle.bt 0 "$@"
+python3 - "$maps" <<'EOF'
+import collections
+import re
+import sys
+
+one, keyed, cpu_keyed = {}, collections.defaultdict(dict), collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    m = re.match(r"@(\w+)\[(\d+)\]: (\d+)$", line)
+    if m:
+        keyed[m.group(1)][int(m.group(2))] = int(m.group(3))
+        continue
+    m = re.match(r"@(\w+): (\d+)$", line)
+    if m:
+        one[m.group(1)] = int(m.group(2))
+if not keyed["read_cpu"]:
+    sys.exit("sleep-cycle: no read() of the stream was seen (was the stream iperf3's?)")
+cpu = max(keyed["read_cpu"], key=keyed["read_cpu"].get)
+print(f"stream window {one.get('window_ns', 0) / 1e9:.3f} s; the reader read on CPU {cpu}")
+
+n, ns, least = keyed["read_n"], keyed["read_ns"], keyed["read_min"]
+reads = sum(n.values())
+print(f"read(): {reads} that copied, {one.get('read_empty_n', 0)} that found nothing "
+      f"({one.get('read_empty_ns', 0) / max(one.get('read_empty_n', 0), 1) / 1e3:.2f} us each)")
+print("  size (KB)        reads   mean us  least us")
+xs, ys, ws = [], [], []
+for b in sorted(n):
+    if n[b] * 100 < reads:
+        continue
+    mean = ns[b] / n[b]
+    print(f"  {b * 4:4d}-{b * 4 + 4:<4d}  {n[b]:12d}  {mean / 1e3:8.2f}  {least[b] / 1e3:8.2f}")
+    xs.append(b * 4096 + 2048)
+    ys.append(mean)
+    ws.append(n[b])
+if len(xs) >= 2:
+    w = sum(ws)
+    mx = sum(a * x for a, x in zip(ws, xs)) / w
+    my = sum(a * y for a, y in zip(ws, ys)) / w
+    sxx = sum(a * (x - mx) ** 2 for a, x in zip(ws, xs))
+    slope = sum(a * (x - mx) * (y - my) for a, x, y in zip(ws, xs, ys)) / sxx if sxx else 0
+    if slope > 0:
+        print(f"  slope {slope:.4f} ns per byte: {1 / slope:.2f} bytes per ns "
+              f"(intercept {(my - slope * mx) / 1e3:.2f} us)")
+else:
+    print("  one size only: no slope")
+
+for kind in ("awake", "slept"):
+    k = one.get(f"select_{kind}_n", 0)
+    mean = one.get(f"select_{kind}_ns", 0) / max(k, 1) / 1e3
+    label = "did not sleep" if kind == "awake" else "slept"
+    print(f"select(): {k} that {label}, {mean:.2f} us on the CPU each")
+
+periods = keyed["periods"].get(cpu, 0)
+if periods:
+    task = keyed["idle_task_ns"].get(cpu, 0)
+    states = keyed["state_ns"].get(cpu, 0)
+    entered = keyed["enter_n"].get(cpu, 0)
+    stateless = keyed["stateless_n"].get(cpu, 0)
+    print(f"idle periods on CPU {cpu}: {periods}, {task / periods / 1e3:.2f} us each, "
+          f"{states / periods / 1e3:.2f} of them in cpuidle states")
+    print(f"  outside the states: {(task - states) / periods / 1e3:.2f} us per period "
+          f"(cpu.idle_period_us)")
+    if entered:
+        def each(name):
+            return keyed[name].get(cpu, 0) / entered / 1e3
+        print(f"  {entered} reached a state: entering {each('enter_ns'):.2f} us "
+              f"(cpu.idle_poll_us), leaving {each('leave_ns'):.2f} us, "
+              f"between states {each('between_ns'):.2f} us")
+    if stateless:
+        print(f"  {stateless} ended before any state: "
+              f"{keyed['stateless_ns'].get(cpu, 0) / stateless / 1e3:.2f} us each")
+else:
+    print(f"no idle period on CPU {cpu}")
+EOF
