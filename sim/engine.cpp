@@ -78,12 +78,13 @@ void Cpu::dispatch(bool after_halt) {
     Engine& e = *engine_;
     if (after_halt && e.now_ > idle_since_) {
       ++idle_exits_;
-      idle_period_owed_ = idle_period_owed_ || charge_periods_;
+      idle_periods_owed_ += charge_periods_ ? 1U : 0U;
       if (charge_after_ >= 0 && e.now_ - idle_since_ > charge_after_) {
         idle_exit_owed_ = true;
       }
     }
-    if ((idle_exit_owed_ || idle_period_owed_) && exit_ctx_ == nullptr && !t.ctx->switches_in()) {
+    if ((idle_exit_owed_ || idle_periods_owed_ > 0) && exit_ctx_ == nullptr &&
+        !t.ctx->switches_in()) {
       exit_ctx_ = t.ctx;  // the first task the halt's end runs pays, once the CPU has no more
     }
     e.current_ = t.ctx;
@@ -113,16 +114,16 @@ void Cpu::dispatch(bool after_halt) {
     });
     return;
   }
-  if ((idle_exit_owed_ || idle_period_owed_) && exit_ctx_ != nullptr) {
+  if ((idle_exit_owed_ || idle_periods_owed_ > 0) && exit_ctx_ != nullptr) {
     // Leaving the last halt, charged before the CPU halts again: to the first task that halt's
     // end ran, in a task of its own after everything queued meanwhile.
     ExecCtx* ctx = exit_ctx_;
-    const bool period = std::exchange(idle_period_owed_, false);
+    const std::uint32_t periods = std::exchange(idle_periods_owed_, 0U);
     const bool blocked = std::exchange(idle_exit_owed_, false);
     exit_ctx_ = nullptr;
     queues_[static_cast<std::size_t>(ctx->level())].push_back(
-        {ctx, [ctx, period, blocked] {
-           if (period) {
+        {ctx, [ctx, periods, blocked] {
+           for (std::uint32_t i = 0; i < periods; ++i) {
              ctx->ledger().record(Work{.sym = Sym::kScheduleIdle});
            }
            if (blocked) {

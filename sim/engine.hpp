@@ -111,7 +111,8 @@ class Cpu {
   void charge_idle_exits_after(Time min_halt) noexcept { charge_after_ = min_halt; }
   // From then on, every exit from the idle loop records one schedule_idle call
   // (cpu.idle_period_us: the idle period's own work), charged as a long halt's
-  // tick_nohz_idle_exit is, and with it when both are owed.
+  // tick_nohz_idle_exit is, and with it when both are owed (exits whose halts ended in
+  // switch-ins alone are charged with the next, one call each).
   void charge_idle_periods() noexcept { charge_periods_ = true; }
 
  private:
@@ -137,7 +138,7 @@ class Cpu {
   Time charge_after_ = -1;
   bool charge_periods_ = false;
   bool idle_exit_owed_ = false;    // a long halt ended; charged before the CPU halts again
-  bool idle_period_owed_ = false;  // an idle period ended; likewise
+  std::uint32_t idle_periods_owed_ = 0;  // idle periods ended since the last charge; likewise
   ExecCtx* exit_ctx_ = nullptr;  // to the first task (not a switch-in) that the halt's end ran
   std::uint64_t idle_exits_ = 0;
 };

@@ -795,7 +795,10 @@ TEST(IdlePeriod, EveryIdlePeriodIsChargedOnceShortHaltsIncluded) {
   const LedgerCell& period = cell(host_m(with), Sym::kScheduleIdle);
   const LedgerCell& blocked = cell(host_m(with), Sym::kIdleExit);
   EXPECT_GT(period.calls, 10 * blocked.calls + 100) << "short halts not charged";
-  EXPECT_EQ(period.cost_ps, static_cast<std::int64_t>(period.calls) * 7 * kPsPerUs);
+  // Each time the reader sleeps its CPU goes idle and is charged once; the sender's CPU, busy
+  // throughout, adds few.
+  EXPECT_GE(period.calls, with.reader.sleeps);
+  EXPECT_LT(period.calls, with.reader.sleeps * 5 / 4);
   // The reader's CPU spends it: busier per segment than without.
   const auto busy_per_segment = [](const RunResult& r) {
     return host_m(r).cpu_busy_pct[1] / static_cast<double>(r.segments);

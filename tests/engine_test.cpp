@@ -435,15 +435,46 @@ TEST_F(CpuFixture, IdleExitEndedBySwitchingInIsPaidByTheWokenTask) {
 TEST_F(CpuFixture, EveryIdlePeriodIsChargedOnceToTheTaskEndingIt) {
   cpu.charge_idle_exits_after(500);
   cpu.charge_idle_periods();
-  engine.at(1000, [&] { cpu.submit(task(proc, "long halt", 1)); });   // halted 1000 ps
-  engine.at(1400, [&] { cpu.submit(task(soft, "short halt", 1)); });  // halted 1300..1400
+  engine.at(1000, [&] {  // halted 1000 ps: a period and a long exit, paid at 1100..1300
+    cpu.submit({&proc, [&] {
+                  charge(proc, 1);
+                  engine.after_task([&] {
+                    cpu.submit({&proc2, [&] {  // queued behind the exit: no halt
+                                  charge(proc2, 1);
+                                  engine.after_task([&] {
+                                    // At the instant the CPU goes idle (1400): no period.
+                                    engine.at(engine.now(),
+                                              [&] { cpu.submit(task(soft, "at-once", 1)); });
+                                  });
+                                }});
+                  });
+                }});
+  });
+  engine.at(1700, [&] { cpu.submit(task(proc, "short halt", 1)); });  // halted 1500..1700
   engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 2U);
+  EXPECT_EQ(runs[0].start, 1400);
   EXPECT_EQ(cpu.idle_exits(), 2U);
-  EXPECT_EQ(proc.ledger().cell(Sym::kScheduleIdle).calls, 1U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kScheduleIdle).calls, 2U);
   EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 1U);
-  EXPECT_EQ(soft.ledger().cell(Sym::kScheduleIdle).calls, 1U);
-  EXPECT_EQ(soft.ledger().cell(Sym::kIdleExit).calls, 0U);
-  EXPECT_EQ(cpu.busy_ps(), 500);  // two tasks, two periods and one long exit at 100 ps each
+  EXPECT_EQ(proc2.ledger().cell(Sym::kScheduleIdle).calls, 0U);
+  EXPECT_EQ(soft.ledger().cell(Sym::kScheduleIdle).calls, 0U);
+  EXPECT_EQ(cpu.busy_ps(), 700);  // four tasks, two periods and one long exit at 100 ps each
+}
+
+// Halts ended by switch-ins alone (the woken task not yet run) are each charged, with the next
+// task that is not one.
+TEST_F(CpuFixture, IdlePeriodsEndedBySwitchInsAreChargedWithTheNextTask) {
+  cpu.charge_idle_periods();
+  ExecCtx sched{"sched", cpu, Level::kProcess, &model};
+  sched.set_switches_in(true);
+  engine.at(1000, [&] { cpu.submit(task(sched, "switch-in", 1)); });
+  engine.at(2000, [&] { cpu.submit(task(sched, "switch-in", 1)); });
+  engine.at(3000, [&] { cpu.submit(task(proc, "woken", 1)); });
+  engine.run_until(10'000);
+  EXPECT_EQ(cpu.idle_exits(), 3U);
+  EXPECT_EQ(sched.ledger().cell(Sym::kScheduleIdle).calls, 0U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kScheduleIdle).calls, 3U);
 }
 
 TEST(Cpus, EachCpuIsIndependent) {
