@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What one sleep-and-wake cycle of iperf3's reader costs its CPU, beside one `skbsim measure
 # --trace off`: runs scripts/sleep-cycle.bt (bpftrace: syscall, sched_switch and power:cpu_idle
-# tracepoints) and prints, over the stream's first to last 128 KB write, on the reader's CPU:
+# tracepoints) and prints, from the stream's first 128 KB write to the first iperf3 exit (the
+# stream's end), for the reader (the iperf3 thread that read the most) and its CPU:
 # - read(): by size, the count, mean and least time; the slope of the mean time over the size
 #   (weighted by count) as bytes per ns, what a preset's cpu.copy_to_user_bytes_per_ns is made
 #   from (the slope also holds whatever else grows with the bytes a read takes, so the copy
@@ -12,15 +13,16 @@
 #   and the periods that ended before any state), cpu.idle_period_us; the mean time from the
 #   switch to the idle task to its first state, in which a wake-up needs no IPI (the task polls:
 #   TIF_POLLING_NRFLAG), cpu.idle_poll_us.
-# Root; mounts tracefs for the run if it is not mounted (and unmounts it). docs/measure.md,
+# The probes' own time is in these figures (the docs' section says how much); the measure's
+# speed probe reads slower system calls while syscall tracepoints are attached. Root; mounts tracefs for the run if it is not mounted (and unmounts it). docs/measure.md,
 # "What a sleep costs the reader's CPU".
 #
 #   bash scripts/sleep-cycle.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/sleep-cycle.sh /tmp/sc --topology direct --variant on --rate unlimited \
 #          --runs 1 --duration 3 --congestion-control cubic
 #
-# OUT_DIR gets the measurement and sleep-cycle.txt, bpftrace's maps; every configuration the
-# measure runs adds to the same counts. Exit codes: 0 measured; 1 a tool or the run failed; 2 a
+# OUT_DIR gets the measurement and sleep-cycle.txt, bpftrace's maps. Name one configuration of
+# one run: the counting stops at the first stream's end. Exit codes: 0 measured; 1 a tool or the run failed; 2 a
 # bad skbsim measure flag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,25 +41,38 @@ import collections
 import re
 import sys
 
-one, keyed, cpu_keyed = {}, collections.defaultdict(dict), collections.defaultdict(dict)
+# bpftrace's maps: "@name: v", "@name[k]: v", "@name[k1, k2]: v"
+one, keyed = {}, collections.defaultdict(dict)
 for line in open(sys.argv[1]):
-    m = re.match(r"@(\w+)\[(\d+)\]: (\d+)$", line)
+    m = re.match(r"@(\w+)\[(\d+)(?:, (\d+))?\]: (\d+)$", line)
     if m:
-        keyed[m.group(1)][int(m.group(2))] = int(m.group(3))
+        key = int(m.group(2)) if m.group(3) is None else (int(m.group(2)), int(m.group(3)))
+        keyed[m.group(1)][key] = int(m.group(4))
         continue
     m = re.match(r"@(\w+): (\d+)$", line)
     if m:
         one[m.group(1)] = int(m.group(2))
-if not keyed["read_cpu"]:
+if not keyed["read_bytes"]:
     sys.exit("sleep-cycle: no read() of the stream was seen (was the stream iperf3's?)")
-cpu = max(keyed["read_cpu"], key=keyed["read_cpu"].get)
-print(f"stream window {one.get('window_ns', 0) / 1e9:.3f} s; the reader read on CPU {cpu}")
+if "window_ns" not in one:
+    print("sleep-cycle: the stream's end (an iperf3 exit) was not seen: counted to bpftrace's end")
+reader = max(keyed["read_bytes"], key=keyed["read_bytes"].get)
+cpus = {c: n for (t, c), n in keyed["read_cpu"].items() if t == reader}
+cpu = max(cpus, key=cpus.get)
+print(f"stream window {one.get('window_ns', 0) / 1e9:.3f} s; the reader, thread {reader}, "
+      f"read on CPU {cpu}")
 
-n, ns, least = keyed["read_n"], keyed["read_ns"], keyed["read_min"]
+
+def by_bucket(name):
+    return {b: v for (t, b), v in keyed[name].items() if t == reader}
+
+
+n, ns, least = by_bucket("read_n"), by_bucket("read_ns"), by_bucket("read_min")
 reads = sum(n.values())
-print(f"read(): {reads} that copied, {one.get('read_empty_n', 0)} that found nothing "
-      f"({one.get('read_empty_ns', 0) / max(one.get('read_empty_n', 0), 1) / 1e3:.2f} us each)")
-print("  size (KB)        reads   mean us  least us")
+empty = keyed["read_empty_n"].get(reader, 0)
+print(f"read(): {reads} that copied, {empty} that found nothing "
+      f"({keyed['read_empty_ns'].get(reader, 0) / max(empty, 1) / 1e3:.2f} us each)")
+print("  size (KB)        reads   mean us  least us   (sizes with under 1 % of the reads left out)")
 xs, ys, ws = [], [], []
 for b in sorted(n):
     if n[b] * 100 < reads:
@@ -67,21 +82,22 @@ for b in sorted(n):
     xs.append(b * 4096 + 2048)
     ys.append(mean)
     ws.append(n[b])
+slope = 0.0
 if len(xs) >= 2:
     w = sum(ws)
     mx = sum(a * x for a, x in zip(ws, xs)) / w
     my = sum(a * y for a, y in zip(ws, ys)) / w
     sxx = sum(a * (x - mx) ** 2 for a, x in zip(ws, xs))
     slope = sum(a * (x - mx) * (y - my) for a, x, y in zip(ws, xs, ys)) / sxx if sxx else 0
-    if slope > 0:
-        print(f"  slope {slope:.4f} ns per byte: {1 / slope:.2f} bytes per ns "
-              f"(intercept {(my - slope * mx) / 1e3:.2f} us)")
+if slope > 0:
+    print(f"  slope {slope:.4f} ns per byte: {1 / slope:.2f} bytes per ns "
+          f"(intercept {(my - slope * mx) / 1e3:.2f} us)")
 else:
-    print("  one size only: no slope")
+    print("  no slope: one size only, or the time does not grow with the size")
 
 for kind in ("awake", "slept"):
-    k = one.get(f"select_{kind}_n", 0)
-    mean = one.get(f"select_{kind}_ns", 0) / max(k, 1) / 1e3
+    k = keyed[f"select_{kind}_n"].get(reader, 0)
+    mean = keyed[f"select_{kind}_ns"].get(reader, 0) / max(k, 1) / 1e3
     label = "did not sleep" if kind == "awake" else "slept"
     print(f"select(): {k} that {label}, {mean:.2f} us on the CPU each")
 
