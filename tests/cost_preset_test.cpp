@@ -701,18 +701,23 @@ TEST(IdleExit, ThePresetsTimeReachesTheCostModelUnscaled) {
       0);
 }
 
-TEST(IdleExit, CyclesForTheExitAreAnErrorNamingTheirPath) {
+// A cost the preset gives as time in cpu.`key`: cycles for its `symbol` are an error naming
+// their path, and so is a negative time.
+static void expect_time_only(const std::string& symbol, const std::string& key) {
   nlohmann::ordered_json doc = modern_doc();
-  doc["calls"]["symbols"]["tick_nohz_idle_exit"] = {{"cycles", 3000}, {"source", "a guess"}};
+  doc["calls"]["symbols"][symbol] = {{"cycles", 3000}, {"source", "a guess"}};
   Loaded l = load_doc(doc);
   EXPECT_FALSE(l.preset) << "accepted";
-  EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/tick_nohz_idle_exit: expected", 0), 0U)
-      << l.error;
-  doc["calls"]["symbols"].erase("tick_nohz_idle_exit");
-  doc["cpu"]["idle_exit_blocked_us"]["value"] = -1;
+  EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/" + symbol + ": expected", 0), 0U) << l.error;
+  doc["calls"]["symbols"].erase(symbol);
+  doc["cpu"][key] = {{"value", -1}, {"source", "a typo"}};
   l = load_doc(doc);
   EXPECT_FALSE(l.preset) << "accepted";
-  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_exit_blocked_us", 0), 0U) << l.error;
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/" + key, 0), 0U) << l.error;
+}
+
+TEST(IdleExit, CyclesForTheExitAreAnErrorNamingTheirPath) {
+  expect_time_only("tick_nohz_idle_exit", "idle_exit_blocked_us");
 }
 
 // iperf3 at 1000 Mbit/s writes once per pacing tick (1 ms) and both CPUs halt in between, past
@@ -769,16 +774,7 @@ TEST(IdlePeriod, ThePresetsTimeReachesTheCostModelUnscaled) {
 }
 
 TEST(IdlePeriod, CyclesOrANegativeTimeAreAnErrorNamingTheirPath) {
-  nlohmann::ordered_json doc = modern_doc();
-  doc["calls"]["symbols"]["schedule_idle"] = {{"cycles", 3000}, {"source", "a guess"}};
-  Loaded l = load_doc(doc);
-  EXPECT_FALSE(l.preset) << "accepted";
-  EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/schedule_idle: expected", 0), 0U) << l.error;
-  doc["calls"]["symbols"].erase("schedule_idle");
-  doc["cpu"]["idle_period_us"] = {{"value", -2}, {"source", "a typo"}};
-  l = load_doc(doc);
-  EXPECT_FALSE(l.preset) << "accepted";
-  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_period_us", 0), 0U) << l.error;
+  expect_time_only("schedule_idle", "idle_period_us");
 }
 
 // Unlike a long halt's exit, every idle period is charged: the unlimited stream's reader sleeps
