@@ -435,25 +435,22 @@ TEST_F(CpuFixture, IdleExitEndedBySwitchingInIsPaidByTheWokenTask) {
 TEST_F(CpuFixture, EveryIdlePeriodIsChargedOnceToTheTaskEndingIt) {
   cpu.charge_idle_exits_after(500);
   cpu.charge_idle_periods();
-  engine.at(1000, [&] {  // halted 1000 ps: a period and a long exit, paid at 1100..1300
+  // 1000..1100 the task that ends a 1000 ps halt; 1100..1200 the task it handed on, queued
+  // ahead of what the halt costs; 1200..1400 that cost, a period and a long exit; then halted.
+  engine.at(1000, [&] {
     cpu.submit({&proc, [&] {
                   charge(proc, 1);
-                  engine.after_task([&] {
-                    cpu.submit({&proc2, [&] {  // queued behind the exit: no halt
-                                  charge(proc2, 1);
-                                  engine.after_task([&] {
-                                    // At the instant the CPU goes idle (1400): no period.
-                                    engine.at(engine.now(),
-                                              [&] { cpu.submit(task(soft, "at-once", 1)); });
-                                  });
-                                }});
-                  });
+                  engine.after_task([&] { cpu.submit(task(proc2, "handed on", 1)); });
                 }});
   });
+  // At 1400, the instant the CPU halts, after it (an event of that time put in later than the
+  // exit's end): a gap of no time, not a period.
+  engine.at(1300, [&] { engine.at(1400, [&] { cpu.submit(task(soft, "at-once", 1)); }); });
   engine.at(1700, [&] { cpu.submit(task(proc, "short halt", 1)); });  // halted 1500..1700
   engine.run_until(10'000);
-  ASSERT_EQ(runs.size(), 2U);
-  EXPECT_EQ(runs[0].start, 1400);
+  ASSERT_EQ(runs.size(), 3U);
+  EXPECT_EQ(runs[0].start, 1100);
+  EXPECT_EQ(runs[1].start, 1400);
   EXPECT_EQ(cpu.idle_exits(), 2U);
   EXPECT_EQ(proc.ledger().cell(Sym::kScheduleIdle).calls, 2U);
   EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 1U);
