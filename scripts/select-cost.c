@@ -1,11 +1,11 @@
 // select-cost.c — what one select() costs beyond a null system call when it does not sleep, on
-// the descriptors iperf3's server reader passes (its listening socket and two connected TCP
-// sockets over loopback, both readable), warm, on one CPU: the figure a preset's
-// calls.symbols.do_select is made from (cpu.syscall_us is the null call's). No tracing: the
-// in-stream figure scripts/sleep-cycle.sh prints holds its probes' time. docs/measure.md, "What
-// a sleep costs the reader's CPU". Built by hand:
+// the descriptors iperf3's server reader passes in a stream (its listening socket, the control
+// connection and the data connection, TCP over loopback; only the data one readable), warm, on
+// one CPU: the figure a preset's calls.symbols.do_select is made from (cpu.syscall_us is the
+// null call's). No tracing: the in-stream figure scripts/sleep-cycle.sh prints holds its
+// probes' time. docs/measure.md, "What a sleep costs the reader's CPU". Built by hand:
 //
-//   gcc -O2 -o /tmp/select-cost scripts/select-cost.c && /tmp/select-cost [calls per round]
+//   gcc -O2 -o /tmp/select-cost scripts/select-cost.c && taskset -c 1 /tmp/select-cost [calls]
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -23,15 +23,16 @@ static double now_ns(void) {
   return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
-// A connection to the listener `l` at `sa`: the accepted end, readable (one byte sent to it).
-static int accepted_readable(int l, const struct sockaddr_in* sa) {
+// A connection to the listener `l` at `sa`: the accepted end, readable when `readable` (one
+// byte sent to it).
+static int accepted(int l, const struct sockaddr_in* sa, int readable) {
   const int c = socket(AF_INET, SOCK_STREAM, 0);
   if (c < 0 || connect(c, (const struct sockaddr*)sa, sizeof *sa) != 0) {
     perror("connect");
     exit(1);
   }
   const int s = accept(l, NULL, NULL);
-  if (s < 0 || write(c, "x", 1) != 1) {
+  if (s < 0 || (readable && write(c, "x", 1) != 1)) {
     perror("accept");
     exit(1);
   }
@@ -48,8 +49,8 @@ int main(int argc, char** argv) {
     perror("listen");
     return 1;
   }
-  const int s1 = accepted_readable(l, &sa);
-  const int s2 = accepted_readable(l, &sa);
+  const int s1 = accepted(l, &sa, 0);  // the control connection: nothing to read mid-stream
+  const int s2 = accepted(l, &sa, 1);  // the data connection
   usleep(10000);
   const int maxfd = s2 > s1 ? (s2 > l ? s2 : l) : (s1 > l ? s1 : l);
   double best_select = 1e18;
@@ -63,8 +64,8 @@ int main(int argc, char** argv) {
       FD_SET(s1, &rf);
       FD_SET(s2, &rf);
       struct timeval tv = {1, 0};
-      if (select(maxfd + 1, &rf, NULL, NULL, &tv) != 2) {
-        fprintf(stderr, "select-cost: the two sockets were not both readable\n");
+      if (select(maxfd + 1, &rf, NULL, NULL, &tv) != 1 || !FD_ISSET(s2, &rf)) {
+        fprintf(stderr, "select-cost: expected the data socket alone readable\n");
         return 1;
       }
     }

@@ -4,26 +4,29 @@
 # tracepoints) and prints, from the stream's first 128 KB write to the first iperf3 exit (the
 # stream's end), for the reader (the iperf3 thread that read the most) and its CPU:
 # - read(): by size, the count, mean and least time; the slope of the mean time over the size
-#   (weighted by count) as bytes per ns, what a preset's cpu.copy_to_user_bytes_per_ns is made
-#   from (the slope also holds whatever else grows with the bytes a read takes, so the copy
-#   itself is at least that fast);
+#   (each step at its reads' mean size, weighted by count) as bytes per ns, what a preset's
+#   cpu.copy_to_user_bytes_per_ns is made from (the slope also holds whatever else grows with
+#   the bytes a read takes, so the copy itself is at least that fast);
 # - select(): the mean time on the CPU of the calls that did not sleep and of those that did
-#   (what calls.symbols.do_select is made from, less cpu.syscall_us);
+#   (the difference is the two switches, calls.symbols.__schedule; do_select itself is measured
+#   untraced by scripts/select-cost.c);
 # - idle periods: the idle task's time outside its cpuidle states per period (entering, leaving,
 #   and the periods that ended before any state), cpu.idle_period_us; the mean time from the
 #   switch to the idle task to its first state, in which a wake-up needs no IPI (the task polls:
 #   TIF_POLLING_NRFLAG), cpu.idle_poll_us.
-# The probes' own time is in these figures (the docs' section says how much); the measure's
-# speed probe reads slower system calls while syscall tracepoints are attached. Root; mounts tracefs for the run if it is not mounted (and unmounts it). docs/measure.md,
-# "What a sleep costs the reader's CPU".
+# The probes' own time is in these figures (the docs' section says how much to take out); the
+# measure's speed probe reads slower system calls while syscall tracepoints are attached. Root;
+# mounts tracefs for the run if it is not mounted (and unmounts it). docs/measure.md, "What a
+# sleep costs the reader's CPU".
 #
 #   bash scripts/sleep-cycle.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/sleep-cycle.sh /tmp/sc --topology direct --variant on --rate unlimited \
 #          --runs 1 --duration 3 --congestion-control cubic
 #
 # OUT_DIR gets the measurement and sleep-cycle.txt, bpftrace's maps. Name one configuration of
-# one run: the counting stops at the first stream's end. Exit codes: 0 measured; 1 a tool or the run failed; 2 a
-# bad skbsim measure flag.
+# one run: the counting stops at the first stream's end (and the measure redoes no run unless
+# --unsteady-retries is given). Exit codes: 0 measured; 1 a tool or the run failed; 2 a bad
+# skbsim measure flag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: sleep-cycle.sh OUT_DIR [skbsim measure options...]}
@@ -35,7 +38,13 @@ if ! command -v python3 >/dev/null; then
   echo "sleep-cycle: expected python3, which prints the summary (apt-get install python3)" >&2
   exit 1
 fi
-trace_measure sleep-cycle "$out" "$maps" scripts/sleep-cycle.bt 0 "$@"
+# A run the speed probe sets aside would be redone, and the maps would hold the discarded one
+# (counting stops at the first stream's end): no redos unless the caller asks for them.
+retries=(--unsteady-retries 0)
+for arg in "$@"; do
+  [[ $arg == --unsteady-retries* ]] && retries=()
+done
+trace_measure sleep-cycle "$out" "$maps" scripts/sleep-cycle.bt 0 "${retries[@]}" "$@"
 python3 - "$maps" <<'EOF'
 import collections
 import re
@@ -68,6 +77,7 @@ def by_bucket(name):
 
 
 n, ns, least = by_bucket("read_n"), by_bucket("read_ns"), by_bucket("read_min")
+size = by_bucket("read_size")
 reads = sum(n.values())
 empty = keyed["read_empty_n"].get(reader, 0)
 print(f"read(): {reads} that copied, {empty} that found nothing "
@@ -79,7 +89,7 @@ for b in sorted(n):
         continue
     mean = ns[b] / n[b]
     print(f"  {b * 4:4d}-{b * 4 + 4:<4d}  {n[b]:12d}  {mean / 1e3:8.2f}  {least[b] / 1e3:8.2f}")
-    xs.append(b * 4096 + 2048)
+    xs.append(size[b] / n[b])  # the reads' mean size: a 128 KB read is 131072 bytes exactly
     ys.append(mean)
     ws.append(n[b])
 slope = 0.0
