@@ -235,8 +235,14 @@ double CostPreset::get(const std::string& param) const {
 }
 
 void CostPreset::set(const std::string& param, double v) {
-  auto put = [this](const char* section, const char* key, double value) {
-    doc_[section][key]["value"] = value;
+  // Writes the value back in place; a key the preset did not have gets `source` (a fit's).
+  auto put = [this](const char* section, const char* key, double value,
+                    const char* source = nullptr) {
+    auto& e = doc_[section][key];
+    e["value"] = value;
+    if (source != nullptr && !e.contains("source")) {
+      e["source"] = source;
+    }
   };
   if (param == "call_scale") {
     call_scale_ = v;
@@ -246,11 +252,8 @@ void CostPreset::set(const std::string& param, double v) {
     put("cpu", "copy_bytes_per_ns", v);
   } else if (param == "copy_to_user_bytes_per_ns") {
     copy_to_user_ = v;
-    put("cpu", "copy_to_user_bytes_per_ns", v);
-    auto& c = doc_["cpu"]["copy_to_user_bytes_per_ns"];
-    if (!c.contains("source")) {
-      c["source"] = "fitted by skbsim calibrate: the reader's copy from an skb into its buffer";
-    }
+    put("cpu", "copy_to_user_bytes_per_ns", v,
+        "fitted by skbsim calibrate: the reader's copy from an skb into its buffer");
   } else if (param == "csum_bytes_per_ns") {
     csum_ = v;
     put("cpu", "csum_bytes_per_ns", v);
@@ -262,11 +265,8 @@ void CostPreset::set(const std::string& param, double v) {
     put("cpu", "page_ref_cycles", v);
   } else if (param == "idle_exit_blocked_us") {
     idle_exit_blocked_us_ = v;
-    put("cpu", "idle_exit_blocked_us", v);
-    auto& e = doc_["cpu"]["idle_exit_blocked_us"];
-    if (!e.contains("source")) {
-      e["source"] = "fitted by skbsim calibrate: the time each end of an idle period costs";
-    }
+    put("cpu", "idle_exit_blocked_us", v,
+        "fitted by skbsim calibrate: the time each end of an idle period costs");
   } else if (param.rfind(kGroupPrefix, 0) == 0) {
     const std::string group = param.substr(kGroupPrefix.size());
     group_scales_[group] = v;
