@@ -556,8 +556,7 @@ int run_calibrate(const std::vector<std::string>& args) {
       "free", po::value<std::vector<std::string>>()->multitoken(),
       "parameters to fit: call_scale, copy_bytes_per_ns, copy_to_user_bytes_per_ns, "
       "csum_bytes_per_ns, fused_bytes_per_ns, page_ref_cycles, idle_exit_blocked_us, "
-      "cycles:<symbol>, "
-      "group_scale:<group> (default: call_scale)")(
+      "cycles:<symbol>, group_scale:<group> (default: call_scale)")(
       "figure", po::value<std::vector<std::string>>()->multitoken(),
       "the reference figures to fit: cpu_util_pct, service_demand_us_per_kb, "
       "remote_cpu_util_pct, remote_service_demand_us_per_kb (default: all of these a reference "
