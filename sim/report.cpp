@@ -178,6 +178,7 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
     // returned, as scripts/rcv-cadence.sh counts the kernel's.
     J reader;
     reader["reads_copying"] = per_segment(r.reader.reads_copying);
+    reader["reads_short"] = per_segment(r.reader.reads_short);
     reader["reads_empty"] = per_segment(r.reader.reads_empty);
     reader["selects"] = per_segment(r.reader.selects);
     reader["sleeps"] = per_segment(r.reader.sleeps);

@@ -952,11 +952,24 @@ void read_again_or_sleep(Net& net, TcpSock& s) {
       [&net, &s] { submit(*s.proc, [&net, &s] { tcp_recvmsg_task(net, s); }); });
 }
 
+// What one recv() (netperf) or Nread() (iperf3) asks for: recv_size, or (0) all that is queued.
+std::uint64_t call_size(const TcpSock& s) noexcept {
+  return s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max() : s.params.recv_size;
+}
+
+// A call that copied `copied` bytes, one MSS or fewer of them, is a short read.
+void count_short_read(TcpSock& s, std::uint64_t copied) noexcept {
+  if (copied != 0 && copied <= s.params.mss) {
+    ++s.stats.reader.reads_short;
+  }
+}
+
 // The end of a recv() call: tcp_cleanup_rbuf, then release_sock.
 void recvmsg_end(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
   s.in_recv = false;
   ++s.stats.reader.reads_copying;  // a blocking call returns once it has copied something
+  count_short_read(s, call_size(s) - s.recv_left);
   cleanup_rbuf(net, ctx, s, true);
   if (s.to_send != 0 && s.rr.in_size != 0) {
     sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
@@ -1025,8 +1038,7 @@ void tcp_recvmsg_task(Net& net, TcpSock& s) {
   syscall(net, s, [](Net& n, TcpSock& k) {
     n.charge(*k.proc, Sym::kSysRecvfrom);
     n.charge(*k.proc, Sym::kTcpRecvmsg);
-    k.recv_left = k.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                          : k.params.recv_size;
+    k.recv_left = call_size(k);
     recvmsg_copy(n, k);
   });
 }
@@ -1097,8 +1109,7 @@ void read_nonblocking(Net& net, TcpSock& s) {
     return;
   }
   // A new Nread(), after the select() that found the socket readable.
-  s.nread_left = s.params.recv_size == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                         : s.params.recv_size;
+  s.nread_left = call_size(s);
   syscall(net, s, [](Net& n, TcpSock& k) {
     // select() polls the socket (tcp_poll) without lock_sock.
     charge_unlocked(n, k, Sym::kDoSelect);
@@ -1116,6 +1127,7 @@ void read_call(Net& net, TcpSock& s) {
   copy_queued(net, s);
   const bool copied = s.recv_left != s.nread_left;
   ++(copied ? s.stats.reader.reads_copying : s.stats.reader.reads_empty);
+  count_short_read(s, s.nread_left - s.recv_left);
   s.nread_left = s.recv_left;
   cleanup_rbuf(net, ctx, s, copied);
   end_call(net, s);

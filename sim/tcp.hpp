@@ -63,24 +63,28 @@ inline constexpr std::array<const char*, kAckPathCount> kAckPathNames = {
 static_assert(kAckPathCount == static_cast<std::size_t>(AckPath::kDelackTimer) + 1);
 
 // The receiving application's calls, as scripts/rcv-cadence.sh counts the kernel's: read() or
-// recv() calls that copied something and those that found nothing (a non-blocking reader's
-// EAGAIN), select() calls, and the times the reader went to sleep with nothing queued.
+// recv() calls that copied something, and of those the short ones (at most one MSS: with iperf3's
+// 128 KB writes, a write's sub-MSS tail read on its own), those that found nothing (a
+// non-blocking reader's EAGAIN), select() calls, and the times the reader went to sleep with
+// nothing queued.
 struct ReaderStats {
   std::uint64_t reads_copying = 0;
+  std::uint64_t reads_short = 0;
   std::uint64_t reads_empty = 0;
   std::uint64_t selects = 0;
   std::uint64_t sleeps = 0;
 
   ReaderStats& operator+=(const ReaderStats& o) noexcept {
     reads_copying += o.reads_copying;
+    reads_short += o.reads_short;
     reads_empty += o.reads_empty;
     selects += o.selects;
     sleeps += o.sleeps;
     return *this;
   }
   ReaderStats operator-(const ReaderStats& o) const noexcept {
-    return {reads_copying - o.reads_copying, reads_empty - o.reads_empty, selects - o.selects,
-            sleeps - o.sleeps};
+    return {reads_copying - o.reads_copying, reads_short - o.reads_short,
+            reads_empty - o.reads_empty, selects - o.selects, sleeps - o.sleeps};
   }
 };
 

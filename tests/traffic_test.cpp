@@ -792,6 +792,8 @@ TEST(TcpRecvmsg, TheReaderStatsCountEveryCallOnce) {
   const double segs = static_cast<double>(nb.segments);
   EXPECT_NEAR(r.at("reads_copying").get<double>(),
               static_cast<double>(nb.reader.reads_copying) / segs, 1e-5);
+  EXPECT_NEAR(r.at("reads_short").get<double>(), static_cast<double>(nb.reader.reads_short) / segs,
+              1e-5);
   EXPECT_NEAR(r.at("reads_empty").get<double>(), static_cast<double>(nb.reader.reads_empty) / segs,
               1e-5);
   EXPECT_NEAR(r.at("selects").get<double>(), static_cast<double>(nb.reader.selects) / segs, 1e-5);
@@ -799,6 +801,34 @@ TEST(TcpRecvmsg, TheReaderStatsCountEveryCallOnce) {
   EXPECT_NEAR(r.at("bytes_per_copying_read").get<double>(),
               static_cast<double>(nb.bytes_received) / static_cast<double>(nb.reader.reads_copying),
               0.1);
+}
+
+// A short read copied one MSS or less. With writes (and reads) of one MSS less 400 bytes every
+// read is short; with writes of three MSS, which the defaults send as one GSO skb each, hardly
+// any is, and the bytes copied sit between what the two kinds can hold: a short read at least
+// one byte and at most one MSS, any other more than one MSS and at most the call's three.
+TEST(TcpRecvmsg, AShortReadCopiedOneMssOrLess) {
+  const auto run = [](std::uint32_t send_size, bool nonblocking) {
+    ScenarioSpec spec = with_reader(measured_vm("direct-on-1000mbps", 0.03, 0.01), nonblocking);
+    spec.flows.front().send_size = send_size;
+    spec.flows.front().recv_size = send_size;
+    return run_scenario(spec);
+  };
+  const std::uint64_t mss = 1448;
+  for (const bool nonblocking : {false, true}) {
+    SCOPED_TRACE(nonblocking ? "nonblocking" : "blocking");
+    const RunResult small = run(mss - 400, nonblocking);
+    ASSERT_GT(small.reader.reads_copying, 100U);
+    EXPECT_EQ(small.reader.reads_short, small.reader.reads_copying);
+    const RunResult big = run(3 * mss, nonblocking);
+    const std::uint64_t shorts = big.reader.reads_short;
+    const std::uint64_t others = big.reader.reads_copying - shorts;
+    ASSERT_GT(others, 100U);
+    EXPECT_LT(shorts * 10, others);
+    // (a call straddling the window's edges counts whole, its bytes in part)
+    EXPECT_LE(big.bytes_received, shorts * mss + others * 3 * mss + 6 * mss);
+    EXPECT_GE(big.bytes_received + 6 * mss, shorts + others * (mss + 1));
+  }
 }
 
 // __release_sock loops until the backlog is empty ("while ((skb = sk->sk_backlog.head) !=
