@@ -3,10 +3,10 @@
 # scripts/rcv-cadence.bt (bpftrace: read(), select() and sched_switch of iperf3's threads, the
 # server's transmits) around one `skbsim measure --trace off`, then the model on the scenario
 # that measure wrote (`skbsim run --format json`, its tcp_reader and tcp_acks_by_path), and
-# prints per 1448-byte segment: the reads that copied something and their mean size, the reads
-# that found nothing (EAGAIN), select() calls, the reader's sleeps, the ACKs. Root; mounts
-# tracefs for the run if it is not mounted (and unmounts it). docs/measure.md, "How the reader
-# takes the stream".
+# prints per 1448-byte segment: the reads that copied something, their mean size and the short
+# ones (one MSS or less), the reads that found nothing (EAGAIN), select() calls, the reader's
+# sleeps, the ACKs. Root; mounts tracefs for the run if it is not mounted (and unmounts it).
+# docs/measure.md, "How the reader takes the stream".
 #
 #   bash scripts/rcv-cadence.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/rcv-cadence.sh /tmp/rd --topology direct --variant csum-off --rate 1000 \
@@ -37,7 +37,7 @@ if "tcp_reader" not in d:
     sys.exit("rcv-cadence: this skbsim writes no tcp_reader (rebuild it)")
 r, a = d["tcp_reader"], d.get("tcp_acks_by_path", {})
 print(r.get("reads_copying", 0), r.get("bytes_per_copying_read", 0), r.get("reads_empty", 0),
-      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()))') ||
+      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()), r.get("reads_short", 0))') ||
   { echo "rcv-cadence: the model did not run (see $out/model.err)" >&2; model=""; }
 # Lines like "@reads[28587]: 16274", "@failed[28587, -11]: 5816", "@server_xmit: 16761".
 awk -v model="$model" '
@@ -48,6 +48,7 @@ awk -v model="$model" '
   }
   /^@reads\[/ { reads[tid($0)] = $NF + 0 }
   /^@bytes\[/ { bytes[tid($0)] = $NF + 0 }
+  /^@short\[/ { short[tid($0)] = $NF + 0 }
   /^@failed\[/ { key = $0; sub(/^[^,]*, /, "", key); sub(/\].*$/, "", key)
                  if (key == "-11") eagain[tid($0)] += $NF }
   /^@selects\[/ { selects[tid($0)] = $NF + 0 }
@@ -60,11 +61,13 @@ awk -v model="$model" '
       print "rcv-cadence: no iperf3 thread read the stream" > "/dev/stderr"; exit 1
     }
     segs = bytes[best] / 1448
-    have = split(model, m, " ") == 6
-    printf "reader: iperf3 thread %s, %d bytes, %.0f segments of 1448 bytes\n", best, bytes[best], segs
+    have = split(model, m, " ") == 7
+    printf "reader: iperf3 thread %s, %.0f bytes, %.0f segments of 1448 bytes\n", best,
+           bytes[best], segs
     printf "%-40s %10s %10s\n", "per segment", "kernel", "model"
     row("reads that copied", "%10.4f", reads[best] / segs, m[1])
     row("  bytes each", "%10.0f", bytes[best] / reads[best], m[2])
+    row("  of them one segment or less", "%10.4f", short[best] / segs, m[7])
     row("reads that found nothing (EAGAIN)", "%10.4f", eagain[best] / segs, m[3])
     row("select() calls", "%10.4f", selects[best] / segs, m[4])
     row("sleeps", "%10.4f", sleeps[best] / segs, m[5])
