@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # trace-measure.sh — sourced, not run: runs a bpftrace program around one untraced
-# `skbsim measure` (wake-latency.sh, rcv-context.sh, ack-source.sh, rcv-cadence.sh,
-# rcv-burst.sh). Root; mounts tracefs for the run if it is not mounted (and unmounts it), and
-# stops bpftrace however the measure ends.
+# `skbsim measure` (for the scripts/*.sh that source it: wake-latency.sh, rcv-cadence.sh,
+# write-gaps.sh and others). Root; mounts tracefs for the run if it is not mounted (and unmounts
+# it), and stops bpftrace however the measure ends.
 #
 #   trace_measure NAME OUT_DIR OUTPUT PROGRAM.bt ARG [skbsim measure options...]
 #
