@@ -37,14 +37,16 @@ if "tcp_reader" not in d:
     sys.exit("rcv-cadence: this skbsim writes no tcp_reader (rebuild it)")
 r, a = d["tcp_reader"], d.get("tcp_acks_by_path", {})
 print(r.get("reads_copying", 0), r.get("bytes_per_copying_read", 0), r.get("reads_empty", 0),
-      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()), r.get("reads_short", 0))') ||
+      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()), r.get("reads_short", "-"))') ||
   { echo "rcv-cadence: the model did not run (see $out/model.err)" >&2; model=""; }
 # Lines like "@reads[28587]: 16274", "@failed[28587, -11]: 5816", "@server_xmit: 16761".
 awk -v model="$model" '
   function tid(line) { sub(/^[^[]*\[/, "", line); sub(/[],].*$/, "", line); return line }
-  # A row: the kernel figure, and the model figure or "-" when the model did not run.
+  # A row: the kernel figure, and the model figure or "-" when the model did not run (or, for
+  # the short reads, is an older skbsim that does not count them).
   function row(label, fmt, kernel, model) {
-    printf "%-40s " fmt " %s\n", label, kernel, have ? sprintf(fmt, model) : sprintf("%10s", "-")
+    printf "%-40s " fmt " %s\n", label, kernel,
+           have && model != "-" ? sprintf(fmt, model) : sprintf("%10s", "-")
   }
   /^@reads\[/ { reads[tid($0)] = $NF + 0 }
   /^@bytes\[/ { bytes[tid($0)] = $NF + 0 }
