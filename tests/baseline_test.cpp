@@ -78,7 +78,7 @@ TEST(CompareBaseline, AnyChangeFromZeroAndEveryOtherKindCount) {
 
 // A copy of the project's tree under `root` cut to the 2007 thread's scenarios (with the shared
 // pieces and presets they extend) and their committed baselines: root/scenarios, root/results.
-// The command's behaviour is the same on the whole set, which takes three times as long.
+// The command behaves the same on the whole set, which takes some thirty times as long.
 void copy_thread2007(const fs::path& root) {
   fs::create_directories(root / "scenarios");
   fs::create_directories(root / "results");
