@@ -9,15 +9,16 @@
 #
 #   bash scripts/tcp-timers.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/tcp-timers.sh /tmp/tt --topology direct --variant on --rate 1000 \
-#          --runs 1 --duration 3 --congestion-control cubic
+#          --runs 1 --duration 3 --congestion-control cubic --unsteady-retries 0
 #
 # OUT_DIR gets the measurement and tcp-timers.txt, bpftrace's maps. Name one configuration and
-# one run (--runs 1): the counts are kept by socket and reader thread, which another run's may
-# reuse or outnumber. The kernel's segments are the reader's bytes over 1448, the model's those
-# on the wire: a 128 KB write is 90.5 of the first and 91 of the second, so the kernel's figures
-# read up to 0.5 % high. Exit codes: 0 measured; 1 a tool or the run failed; 2 a bad skbsim
-# measure flag. When the model cannot run the scenario the measure wrote, the kernel's column is
-# printed with "-" for the model's.
+# one run (--runs 1 --unsteady-retries 0): the counts are kept by socket and reader thread,
+# which another run's (a redo the speed probe asked for, too) may reuse or outnumber. The
+# kernel's segments are the reader's bytes over 1448, the model's those on the wire: a 128 KB
+# write is 90.5 of the first and 91 of the second, so the kernel's figures read up to 0.5 % high.
+# Exit codes: 0 measured; 1 a tool or the run failed; 2 a bad skbsim measure flag. When the
+# model cannot run the scenario the measure wrote, the kernel's column is printed with "-" for
+# the model's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tcp-timers.sh OUT_DIR [skbsim measure options...]}

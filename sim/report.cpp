@@ -188,6 +188,10 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
                                                    static_cast<double>(r.reader.reads_copying),
                                                1);
     out["tcp_reader"] = std::move(reader);
+    // Timers queued on the wheel per data segment, as scripts/tcp-timers.sh counts the kernel's
+    // timer_start events.
+    out["tcp_timer_starts"] = {{"retransmit", per_segment(r.xmit_timer_starts)},
+                               {"delayed_ack", per_segment(r.delack_timer_starts)}};
   }
   J hosts = J::object();
   for (const auto& h : r.hosts) {

@@ -14,6 +14,13 @@ namespace {
 constexpr std::uint32_t kTcpHeader = 32;       // 20 + 12 bytes of timestamps
 constexpr std::uint32_t kChecksumBreak = 76;   // CHECKSUM_BREAK: short skbs are verified at once
 constexpr Time kDelackMin = 40 * 1000 * kPsPerUs;  // TCP_DELACK_MIN (HZ/25)
+// One jiffy: CONFIG_HZ=250, 2.6.20's default and the measured 6.18 guests' (/proc/config.gz).
+constexpr Time kJiffy = kPsPerSec / 250;
+// The retransmission timeout with a sub-millisecond RTT, in jiffies: srtt/8 + rttvar, rttvar at
+// least TCP_RTO_MIN (200 ms). 2.6.20 keeps srtt in jiffies (0 here): 50; 6.x in microseconds,
+// rounded up to jiffies (__tcp_set_rto: usecs_to_jiffies): 51.
+constexpr std::int64_t kRto2620Jiffies = 50;
+constexpr std::int64_t kRto6xJiffies = 51;
 constexpr std::uint8_t kFlagVerified = 4;      // the receiver's checksum is verified
 constexpr std::uint32_t kTcpMssDefault = 536;  // TCP_MSS_DEFAULT (2.6.20: TCP_MIN_RCVMSS)
 constexpr std::uint32_t kTcpMinMss = 88;       // TCP_MIN_MSS
@@ -467,9 +474,86 @@ bool tso_fragment(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, std::uint32_t le
   return true;
 }
 
+std::int64_t jiffies(Net& net) {
+  return net.engine().now() / kJiffy;
+}
+
+// sk_reset_timer -> mod_timer on `expires` (jiffies): the timer is queued on the wheel again
+// (__mod_timer, charged) unless it is pending there with that expiry already ("a common
+// optimization triggered by the networking code": 2.6.20 mod_timer returns before calling
+// __mod_timer, 6.x __mod_timer at its start; the compare is not charged). 6.x also skips the
+// queueing for another expiry in the same bucket, which below 64 jiffies out only that expiry
+// has. `wheel` is the timer's expiry on the wheel, `starts` counts the queueings.
+void mod_timer(Net& net, ExecCtx& ctx, std::int64_t& wheel, std::int64_t expires,
+               std::uint64_t& starts) {
+  if (wheel == expires && expires > jiffies(net)) {
+    return;
+  }
+  wheel = expires;
+  ++starts;
+  net.charge(ctx, Sym::kModTimer);
+}
+
+// Segments sent and not yet acknowledged (tp->packets_out).
+std::uint32_t packets_out(const TcpSock& s) {
+  return (s.snd_nxt - s.snd_una + s.params.mss - 1) / s.params.mss;
+}
+
+// inet_csk_reset_xmit_timer(ICSK_TIME_RETRANS): the retransmission timeout from now (6.x
+// tcp_rearm_rto counts it from the oldest skb's send while a loss probe is pending, which the
+// model takes as now: the expiry is at most this, and never the loss probe's).
+void arm_rto(Net& net, ExecCtx& ctx, TcpSock& s) {
+  s.xmit_timer = TcpSock::XmitTimer::kRetrans;
+  mod_timer(net, ctx, s.xmit_timer_expires,
+            jiffies(net) + (net.v2620() ? kRto2620Jiffies : kRto6xJiffies),
+            s.stats.xmit_timer_starts);
+}
+
+// 6.x tcp_schedule_loss_probe (tcp_early_retrans 3, SACK, the congestion state open: the model's
+// streams): the tail loss probe, on the same timer, two smoothed RTTs (srtt_us >> 2) plus
+// TCP_TIMEOUT_MIN_US (2 ms), or plus TCP_RTO_MIN with one segment in flight, in microseconds
+// rounded up to jiffies (since 6.6, "tcp: fix excessive TLP and RACK timeouts from HZ
+// rounding"), and never after the RTO: with a sub-millisecond RTT one jiffy, or the RTO's 51.
+// False with nothing in flight.
+bool schedule_loss_probe(Net& net, ExecCtx& ctx, TcpSock& s) {
+  const std::uint32_t out = packets_out(s);
+  if (out == 0) {
+    return false;
+  }
+  const std::int64_t timeout = out == 1 ? kRto6xJiffies : 1;
+  s.xmit_timer = TcpSock::XmitTimer::kLossProbe;
+  mod_timer(net, ctx, s.xmit_timer_expires, jiffies(net) + timeout, s.stats.xmit_timer_starts);
+  return true;
+}
+
+// tcp_event_new_data_sent, for a data skb just sent, `prior`: with data in flight before it. The
+// first skb in flight arms the retransmission timer (2.6.20 tcp_packets_out_inc), and 6.x re-arms
+// it while the loss probe is pending ("if (!prior_packets || icsk->icsk_pending ==
+// ICSK_TIME_LOSS_PROBE) tcp_rearm_rto(sk)").
+void event_new_data_sent(Net& net, ExecCtx& ctx, TcpSock& s, bool prior) {
+  if (!prior || (!net.v2620() && s.xmit_timer == TcpSock::XmitTimer::kLossProbe)) {
+    arm_rto(net, ctx, s);
+  }
+}
+
+// An ACK that acknowledged data: 6.x tcp_set_xmit_timer (the loss probe, else tcp_rearm_rto),
+// 2.6.20 tcp_ack_packets_out (the RTO from now). With nothing left in flight the timer is
+// cleared: icsk_pending only, the timer stays queued.
+void ack_xmit_timer(Net& net, ExecCtx& ctx, TcpSock& s) {
+  if (!net.v2620() && schedule_loss_probe(net, ctx, s)) {
+    return;
+  }
+  if (packets_out(s) == 0) {
+    s.xmit_timer = TcpSock::XmitTimer::kNone;
+  } else {
+    arm_rto(net, ctx, s);
+  }
+}
+
 void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
   net.charge(ctx, Sym::kTcpWriteXmit);
   OpCtx o = net.op(ctx);
+  bool sent = false;
   while (s.send_head != nullptr) {
     Skb& skb = *s.send_head;
     const PacketMeta& m = meta(skb);
@@ -526,9 +610,15 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
     skb.set_traced(traced != 0 && traced >= first && traced < first + count);
     tcp_transmit_skb(net, ctx, s, skb, true);
     s.snd_nxt = m.end_seq;
+    event_new_data_sent(net, ctx, s, in_flight);
+    sent = true;
     auto it = SkbQueue::s_iterator_to(skb);
     ++it;
     s.send_head = it == s.write_queue.end() ? nullptr : &*it;
+  }
+  // 6.x, having sent something: "Send one loss probe per tail loss episode."
+  if (sent && !net.v2620()) {
+    schedule_loss_probe(net, ctx, s);
   }
   (void)o;
 }
@@ -677,6 +767,7 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
       // __kfree_skb.
       net.kfree_skb_now(ctx, done);
     }
+    ack_xmit_timer(net, ctx, s);  // tcp_clean_rtx_queue: FLAG_ACKED
   }
   s.snd_wnd = m.wnd;
   tcp_write_xmit(net, ctx, s);
@@ -708,10 +799,16 @@ void rr_read(TcpSock& s, std::uint32_t payload) {
   }
 }
 
+// tcp_send_delayed_ack: the delayed-ACK timer, armed kDelackMin out. Armed already, it keeps its
+// older expiry, so the kernel's sk_reset_timer finds that expiry and returns early: the model
+// skips the call. An ACK sent clears the flag and leaves the timer queued: re-armed within the
+// same jiffy, it is not queued again either.
 void arm_delack(Net& net, ExecCtx& ctx, TcpSock& s) {
   if (s.delack_armed) {
     return;
   }
+  mod_timer(net, ctx, s.delack_expires, jiffies(net) + kDelackMin / kJiffy,
+            s.stats.delack_timer_starts);
   s.delack_armed = true;
   const std::uint64_t gen = ++s.delack_gen;
   ExecCtx* timer_ctx = &ctx;

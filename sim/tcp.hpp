@@ -94,6 +94,10 @@ struct TcpStats {
   std::uint64_t segs_out = 0;         // data segments on the wire (TcpOutSegs-style, MSS units)
   std::array<std::uint64_t, kAckPathCount> acks_by_path{};  // tcp_send_ack's, by AckPath
   ReaderStats reader;
+  // Timers queued on the timer wheel (the kernel's timer:timer_start): the retransmission timer
+  // (6.x: and loss probe), the delayed-ACK timer. scripts/tcp-timers.sh counts the kernel's.
+  std::uint64_t xmit_timer_starts = 0;
+  std::uint64_t delack_timer_starts = 0;
   std::uint64_t sendmsg_calls = 0;
   std::uint64_t transactions = 0;     // TCP_RR: responses the client has read whole
 };
@@ -137,6 +141,14 @@ struct TcpSock {
   std::uint32_t page_off = 0;
   std::uint32_t page_bytes = 4096;
   std::uint32_t snd_sml = 0;  // end of the last sub-MSS segment sent (tcp_minshall_update)
+  // icsk_pending: what the retransmission timer is armed for (6.x: the retransmission timeout
+  // or the tail loss probe, one timer for both; 2.6.20 has no loss probe). The expiries, in
+  // jiffies, are the timers' on the wheel: clearing one leaves it queued there
+  // (inet_csk_clear_xmit_timer without INET_CSK_CLEAR_TIMERS), and __mod_timer returns early
+  // when a pending timer is set to the expiry it has.
+  enum class XmitTimer : std::uint8_t { kNone, kRetrans, kLossProbe } xmit_timer = XmitTimer::kNone;
+  std::int64_t xmit_timer_expires = -1;
+  std::int64_t delack_expires = -1;
   bool writer_blocked = false;
   std::uint32_t pending = 0;  // bytes of the current send() not yet copied
   std::uint64_t to_send = std::numeric_limits<std::uint64_t>::max();

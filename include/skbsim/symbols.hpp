@@ -183,7 +183,10 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   /* entering the loop and stopping the tick, leaving it and restarting the tick, and */    \
   /* schedule_idle's switch to the woken task (where a profile of a 6.x guest samples */    \
   /* most of it: finish_task_switch); priced by cpu.idle_period_us */                       \
-  X(kScheduleIdle, "schedule_idle", kOther)
+  X(kScheduleIdle, "schedule_idle", kOther)                                                 \
+  /* a timer queued on the timer wheel, or moved on it (sk_reset_timer -> mod_timer): */    \
+  /* TCP's retransmission and loss-probe timer, its delayed-ACK timer */                    \
+  X(kModTimer, "__mod_timer", kOther)
 
 enum class Sym : std::uint16_t {
 #define SKBSIM_SYM_ENUM(e, name, group) e,
