@@ -25,12 +25,8 @@ source scripts/trace-measure.sh
 maps="$out/rcv-cadence.txt"
 trace_measure rcv-cadence "$out" "$maps" scripts/rcv-cadence.bt 0 "$@"
 skbsim=${SKBSIM:-build/release/sim/skbsim}
-scenarios=("$out"/measurement/*.json)
-if [[ ${#scenarios[@]} -ne 1 || ! -f ${scenarios[0]} ]]; then
-  echo "rcv-cadence: expected one scenario in $out/measurement (name one configuration)" >&2
-  exit 1
-fi
-model=$("$skbsim" run "${scenarios[0]}" --format json 2>"$out/model.err" | python3 -c '
+trace_measure_scenario rcv-cadence "$out"
+model=$("$skbsim" run "$trace_measure_scenario_file" --format json 2>"$out/model.err" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 if "tcp_reader" not in d:

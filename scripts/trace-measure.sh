@@ -10,6 +10,11 @@
 # it to attach, then `skbsim measure --trace off --out OUT_DIR/measurement` with the options,
 # and stops bpftrace, which prints its maps into OUTPUT. The caller has cd'ed to the repository;
 # SKBSIM names another skbsim. Returns 1 (NAME: what is missing) when a tool is not installed.
+#
+#   trace_measure_scenario NAME OUT_DIR
+#
+# then sets trace_measure_scenario_file to the one scenario that measure wrote, for the model to
+# run; returns 1 (NAME: what is wrong) unless there is exactly one.
 
 trace_measure_bt=""
 trace_measure_mounted=""
@@ -61,4 +66,15 @@ trace_measure() {
   "$skbsim" measure --trace off --out "$out/measurement" "$@"
   trace_measure_stop
   trap - EXIT
+}
+
+trace_measure_scenario() {
+  local name=$1 out=$2
+  local scenarios=("$out"/measurement/*.json)
+  if [[ ${#scenarios[@]} -ne 1 || ! -f ${scenarios[0]} ]]; then
+    echo "$name: expected one scenario in $out/measurement (name one configuration)" >&2
+    return 1
+  fi
+  # shellcheck disable=SC2034  # read by the scripts that source this file
+  trace_measure_scenario_file=${scenarios[0]}
 }
