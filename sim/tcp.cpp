@@ -478,15 +478,17 @@ std::int64_t jiffies(Net& net) {
   return net.engine().now() / kJiffy;
 }
 
-// sk_reset_timer -> mod_timer on `expires` (jiffies): the timer is queued on the wheel again
-// (__mod_timer, charged) unless it is pending there with that expiry already ("a common
-// optimization triggered by the networking code": 2.6.20 mod_timer returns before calling
-// __mod_timer, 6.x __mod_timer at its start; the compare is not charged). 6.x also skips the
+// sk_reset_timer -> mod_timer, `delay` (at least one) jiffies from now: the timer is queued on
+// the wheel again (__mod_timer, charged) unless it is pending there with that expiry already
+// ("a common optimization triggered by the networking code": 2.6.20 mod_timer returns before
+// calling __mod_timer, 6.x __mod_timer at its start; the compare is not charged). An expiry
+// still ahead is a pending timer's, so equal expiries are all it takes. 6.x also skips the
 // queueing for another expiry in the same bucket, which below 64 jiffies out only that expiry
 // has. `wheel` is the timer's expiry on the wheel, `starts` counts the queueings.
-void mod_timer(Net& net, ExecCtx& ctx, std::int64_t& wheel, std::int64_t expires,
+void mod_timer(Net& net, ExecCtx& ctx, std::int64_t& wheel, std::int64_t delay,
                std::uint64_t& starts) {
-  if (wheel == expires && expires > jiffies(net)) {
+  const std::int64_t expires = jiffies(net) + delay;
+  if (wheel == expires) {
     return;
   }
   wheel = expires;
@@ -503,9 +505,8 @@ std::uint32_t packets_out(const TcpSock& s) {
 // tcp_rearm_rto counts it from the oldest skb's send while a loss probe is pending, which the
 // model takes as now: the expiry is at most this, and never the loss probe's).
 void arm_rto(Net& net, ExecCtx& ctx, TcpSock& s) {
-  s.xmit_timer = TcpSock::XmitTimer::kRetrans;
-  mod_timer(net, ctx, s.xmit_timer_expires,
-            jiffies(net) + (net.v2620() ? kRto2620Jiffies : kRto6xJiffies),
+  s.loss_probe_pending = false;
+  mod_timer(net, ctx, s.xmit_timer_expires, net.v2620() ? kRto2620Jiffies : kRto6xJiffies,
             s.stats.xmit_timer_starts);
 }
 
@@ -514,16 +515,11 @@ void arm_rto(Net& net, ExecCtx& ctx, TcpSock& s) {
 // TCP_TIMEOUT_MIN_US (2 ms), or plus TCP_RTO_MIN with one segment in flight, in microseconds
 // rounded up to jiffies (since 6.6, "tcp: fix excessive TLP and RACK timeouts from HZ
 // rounding"), and never after the RTO: with a sub-millisecond RTT one jiffy, or the RTO's 51.
-// False with nothing in flight.
-bool schedule_loss_probe(Net& net, ExecCtx& ctx, TcpSock& s) {
-  const std::uint32_t out = packets_out(s);
-  if (out == 0) {
-    return false;
-  }
-  const std::int64_t timeout = out == 1 ? kRto6xJiffies : 1;
-  s.xmit_timer = TcpSock::XmitTimer::kLossProbe;
-  mod_timer(net, ctx, s.xmit_timer_expires, jiffies(net) + timeout, s.stats.xmit_timer_starts);
-  return true;
+// `out`: the segments in flight, at least one.
+void schedule_loss_probe(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t out) {
+  s.loss_probe_pending = true;
+  mod_timer(net, ctx, s.xmit_timer_expires, out == 1 ? kRto6xJiffies : 1,
+            s.stats.xmit_timer_starts);
 }
 
 // tcp_event_new_data_sent, for a data skb just sent, `prior`: with data in flight before it. The
@@ -531,7 +527,7 @@ bool schedule_loss_probe(Net& net, ExecCtx& ctx, TcpSock& s) {
 // it while the loss probe is pending ("if (!prior_packets || icsk->icsk_pending ==
 // ICSK_TIME_LOSS_PROBE) tcp_rearm_rto(sk)").
 void event_new_data_sent(Net& net, ExecCtx& ctx, TcpSock& s, bool prior) {
-  if (!prior || (!net.v2620() && s.xmit_timer == TcpSock::XmitTimer::kLossProbe)) {
+  if (!prior || s.loss_probe_pending) {
     arm_rto(net, ctx, s);
   }
 }
@@ -540,13 +536,13 @@ void event_new_data_sent(Net& net, ExecCtx& ctx, TcpSock& s, bool prior) {
 // 2.6.20 tcp_ack_packets_out (the RTO from now). With nothing left in flight the timer is
 // cleared: icsk_pending only, the timer stays queued.
 void ack_xmit_timer(Net& net, ExecCtx& ctx, TcpSock& s) {
-  if (!net.v2620() && schedule_loss_probe(net, ctx, s)) {
-    return;
-  }
-  if (packets_out(s) == 0) {
-    s.xmit_timer = TcpSock::XmitTimer::kNone;
-  } else {
+  const std::uint32_t out = packets_out(s);
+  if (out == 0) {
+    s.loss_probe_pending = false;
+  } else if (net.v2620()) {
     arm_rto(net, ctx, s);
+  } else {
+    schedule_loss_probe(net, ctx, s, out);
   }
 }
 
@@ -618,7 +614,7 @@ void tcp_write_xmit(Net& net, ExecCtx& ctx, TcpSock& s) {
   }
   // 6.x, having sent something: "Send one loss probe per tail loss episode."
   if (sent && !net.v2620()) {
-    schedule_loss_probe(net, ctx, s);
+    schedule_loss_probe(net, ctx, s, packets_out(s));
   }
   (void)o;
 }
@@ -807,8 +803,7 @@ void arm_delack(Net& net, ExecCtx& ctx, TcpSock& s) {
   if (s.delack_armed) {
     return;
   }
-  mod_timer(net, ctx, s.delack_expires, jiffies(net) + kDelackMin / kJiffy,
-            s.stats.delack_timer_starts);
+  mod_timer(net, ctx, s.delack_expires, kDelackMin / kJiffy, s.stats.delack_timer_starts);
   s.delack_armed = true;
   const std::uint64_t gen = ++s.delack_gen;
   ExecCtx* timer_ctx = &ctx;

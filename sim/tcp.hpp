@@ -141,12 +141,12 @@ struct TcpSock {
   std::uint32_t page_off = 0;
   std::uint32_t page_bytes = 4096;
   std::uint32_t snd_sml = 0;  // end of the last sub-MSS segment sent (tcp_minshall_update)
-  // icsk_pending: what the retransmission timer is armed for (6.x: the retransmission timeout
-  // or the tail loss probe, one timer for both; 2.6.20 has no loss probe). The expiries, in
-  // jiffies, are the timers' on the wheel: clearing one leaves it queued there
-  // (inet_csk_clear_xmit_timer without INET_CSK_CLEAR_TIMERS), and __mod_timer returns early
-  // when a pending timer is set to the expiry it has.
-  enum class XmitTimer : std::uint8_t { kNone, kRetrans, kLossProbe } xmit_timer = XmitTimer::kNone;
+  // icsk_pending == ICSK_TIME_LOSS_PROBE: 6.x's retransmission timer is armed for the tail loss
+  // probe (one timer for both; 2.6.20 has no loss probe). The expiries, in jiffies, are the
+  // timers' on the wheel: clearing one leaves it queued there (inet_csk_clear_xmit_timer
+  // without INET_CSK_CLEAR_TIMERS), and __mod_timer returns early when a pending timer is set to
+  // the expiry it has.
+  bool loss_probe_pending = false;
   std::int64_t xmit_timer_expires = -1;
   std::int64_t delack_expires = -1;
   bool writer_blocked = false;
