@@ -50,11 +50,11 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   p.name_ = root.child("name").string();
   (void)root.string_or("description", "");
   const JsonReader cpu = root.child("cpu");
-  cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "copy_to_user_bytes_per_ns",
-                           "csum_bytes_per_ns", "fused_bytes_per_ns", "page_ref_cycles",
-                           "idle_wake_us", "idle_wake_blocked_us", "halt_poll_max_us",
-                           "idle_wake_spread", "idle_poll_us", "idle_poll_wake_us", "syscall_us",
-                           "ipi_send_us", "idle_exit_blocked_us", "idle_period_us"});
+  cpu.reject_unknown_keys(
+      {"model", "clock_ghz", "copy_bytes_per_ns", "copy_to_user_bytes_per_ns", "csum_bytes_per_ns",
+       "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us", "idle_wake_blocked_us",
+       "halt_poll_max_us", "idle_wake_spread", "idle_poll_us", "idle_poll_wake_us", "syscall_us",
+       "ipi_send_us", "ipi_send_blocked_us", "idle_exit_blocked_us", "idle_period_us"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
@@ -97,6 +97,14 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   }
   if (const auto w = cpu.optional_child("ipi_send_us")) {
     p.ipi_send_us_ = valued(*w, 0, 1000);
+  }
+  if (const auto w = cpu.optional_child("ipi_send_blocked_us")) {
+    if (p.halt_poll_max_us_ <= 0) {
+      w->fail(
+          "expected \"halt_poll_max_us\" with \"ipi_send_blocked_us\" (what an IPI to a vCPU "
+          "the host blocked costs its sender), got no host polling window");
+    }
+    p.ipi_send_blocked_us_ = valued(*w, 0, 1000);
   }
   if (const auto w = cpu.optional_child("idle_period_us")) {
     p.idle_period_us_ = valued(*w, 0, 1000);
@@ -146,6 +154,11 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
           "expected no cycles for schedule_idle: an idle period's own work outside its "
           "cpuidle state is \"cpu\": {\"idle_period_us\"}, as time");
     }
+    if (*sym == Sym::kSendIpiBlocked) {
+      s.fail(
+          "expected no cycles for x2apic_send_IPI: an IPI to a vCPU the host blocked is "
+          "\"cpu\": {\"ipi_send_blocked_us\"}, as time");
+    }
     if (*sym == Sym::kSendIpi && p.ipi_send_us_ > 0) {
       s.fail("expected no cycles for smp_send_reschedule beside \"cpu\": {\"ipi_send_us\"}, "
              "which prices sending an IPI as time");
@@ -183,6 +196,8 @@ CostModel CostPreset::model() const {
   if (ipi_send_us_ > 0) {
     m.call_ps[index(Sym::kSendIpi)] = std::llround(ipi_send_us_ * 1e6);
   }
+  m.ipi_send_blocked_ps = std::llround(ipi_send_blocked_us_ * 1e6);
+  m.call_ps[index(Sym::kSendIpiBlocked)] = m.ipi_send_blocked_ps;
   m.idle_exit_blocked_ps = std::llround(idle_exit_blocked_us_ * 1e6);
   m.call_ps[index(Sym::kIdleExit)] = m.idle_exit_blocked_ps;
   m.idle_period_ps = std::llround(idle_period_us_ * 1e6);

@@ -126,7 +126,7 @@ Host& Net::add_host(const std::string& name, std::uint32_t cpus, std::uint32_t c
     h->cpus.push_back(std::make_unique<Cpu>(engine_, i));
     if (model_.idle_exit_blocked_ps > 0) {
       // Exits after halts the host no longer polls: KVM blocked the vCPU's thread
-      // (kvm_vcpu_halt past halt_poll_ns), as idle_wake_latency() has it.
+      // (kvm_vcpu_halt past halt_poll_ns), as idle_wake() has it.
       h->cpus.back()->charge_idle_exits_after(model_.halt_poll_max_ps);
     }
     if (model_.idle_period_ps > 0) {
@@ -304,12 +304,13 @@ void Net::defer_free(ExecCtx& ctx) {
                            // smp_call_function_single_async: no IPI to a CPU still polling in
                            // its idle loop (set_nr_if_polling), which runs the call from there.
                            const bool polling = still_polling(to);
-                           if (!polling) {
-                             charge(here, Sym::kSendIpi);
-                           }
                            // A halted vCPU takes the IPI after the preset's wake-up latency; a
                            // polling one leaves its idle loop after idle_poll_wake_us.
-                           const Time latency = to.idle() ? idle_wake_latency(to, polling) : 0;
+                           const IdleWake wake = to.idle() ? idle_wake(to, polling) : IdleWake{};
+                           if (!polling) {
+                             charge_ipi(here, wake);
+                           }
+                           const Time latency = wake.latency;
                            engine().after_task([this, &to, &sn, latency, polling] {
                              engine().at(engine().now() + latency, [this, &to, &sn, polling] {
                                to.submit({sn.ctx.get(), [this, &to, &sn, polling] {
@@ -358,8 +359,9 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   const bool remote_idle = &from.cpu() != &to.cpu() && to.cpu().idle();
   const bool polling = remote_idle && still_polling(to.cpu());
   const bool ipi = remote_idle && !polling;
+  const IdleWake wake = remote_idle ? idle_wake(to.cpu(), polling) : IdleWake{};
   if (ipi) {
-    charge(from, Sym::kSendIpi);
+    charge_ipi(from, wake);
   }
   // The woken task's own code runs only once the IPI and __schedule are done: what arrives
   // meanwhile finds the socket free and is queued by the softirq, and the task sees it. A halted
@@ -379,7 +381,7 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
       });
     }});
   };
-  const Time latency = remote_idle ? idle_wake_latency(to.cpu(), polling) : 0;
+  const Time latency = wake.latency;
   if (latency == 0) {
     engine().after_task(std::move(switch_in));
     return;
@@ -396,14 +398,14 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
 // virt/kvm/kvm_main.c, default parameters: grow x2 from 10 us, shrink /2, halt_poll_ns the
 // maximum): kept after a halt it covered, shrunk after one longer than the maximum, grown after
 // a shorter one it missed.
-Time Net::idle_wake_latency(Cpu& cpu, bool polling) {
+Net::IdleWake Net::idle_wake(Cpu& cpu, bool polling) {
   const CostModel& m = model_;
   if (polling) {
-    return spread_latency(m.idle_poll_wake_ps);
+    return {spread_latency(m.idle_poll_wake_ps), false};
   }
   const Time max = m.halt_poll_max_ps;
   if (max == 0) {
-    return spread_latency(m.idle_wake_ps);
+    return {spread_latency(m.idle_wake_ps), false};
   }
   constexpr Time kGrowStart = 10 * kPsPerUs;
   const Time halted = engine().now() - cpu.idle_since();
@@ -416,7 +418,17 @@ Time Net::idle_wake_latency(Cpu& cpu, bool polling) {
   } else if (poll < max && halted < max) {
     poll = std::min(max, std::max(kGrowStart, poll * 2));
   }
-  return spread_latency(hit ? m.idle_wake_ps : m.idle_wake_blocked_ps);
+  return {spread_latency(hit ? m.idle_wake_ps : m.idle_wake_blocked_ps), !hit};
+}
+
+// 6.x send_call_function_single_ipi, 2.6.20 smp_send_reschedule; on a KVM guest the ICR write
+// exits, and when the target's thread is blocked on the host its sender waits while the host
+// wakes it (kvm_vcpu_kick).
+void Net::charge_ipi(ExecCtx& from, const IdleWake& wake) {
+  charge(from, Sym::kSendIpi);
+  if (wake.host_blocked && model_.ipi_send_blocked_ps > 0) {
+    charge(from, Sym::kSendIpiBlocked);
+  }
 }
 
 bool Net::still_polling(const Cpu& cpu) const {

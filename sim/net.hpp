@@ -246,10 +246,18 @@ class Net {
   Engine& engine() noexcept { return engine_; }
   SkbPool& pool() noexcept { return pool_; }
   const CostModel& cost_model() const noexcept { return model_; }
-  // The latency of waking `cpu`, idle: still polling, without an IPI (CostModel::
+  // Waking `cpu`, idle: the latency, still polling, without an IPI (CostModel::
   // idle_poll_wake_ps), or halted, by an IPI (idle_wake_ps, idle_wake_blocked_ps, adapting the
-  // host's polling window); spread by idle_wake_spread.
-  Time idle_wake_latency(Cpu& cpu, bool polling);
+  // host's polling window), spread by idle_wake_spread; and whether the host had blocked the
+  // vCPU (its halt outlasted the window).
+  struct IdleWake {
+    Time latency = 0;
+    bool host_blocked = false;
+  };
+  IdleWake idle_wake(Cpu& cpu, bool polling);
+  // The IPI that wakes `to`: smp_send_reschedule's price on `from`, and the exit's
+  // (kSendIpiBlocked, CostModel::ipi_send_blocked_ps) when the host blocked `to`.
+  void charge_ipi(ExecCtx& from, const IdleWake& wake);
   // Restarts idle_wake_spread's draws at `seed`'s sequence (run_scenario: the scenario's seed,
   // before the engine runs): each seed its own splitmix64 sequence. Seed 1's is the one a Net
   // never seeded draws, the one every run drew before seeds picked it.

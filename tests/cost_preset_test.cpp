@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -286,7 +287,7 @@ TEST(IdleWake, TheHostPollsAfterShortHaltsAndStopsAfterLongOnes) {
     cpu.submit({&ctx, [] {}});
     net.engine().run_until(net.engine().now());
     const Time t = net.engine().now() + halt;
-    net.engine().at(t, [&] { got.push_back(net.idle_wake_latency(cpu, false) / kPsPerUs); });
+    net.engine().at(t, [&] { got.push_back(net.idle_wake(cpu, false).latency / kPsPerUs); });
     net.engine().run_until(t);
   };
   for (Time halt_us : {20, 20, 20, 1000, 1000, 20}) {
@@ -308,7 +309,7 @@ std::vector<Time> wake_draws(const CostModel& m, std::size_t n,
   Cpu& cpu = *net.add_host("H", 1, 1).cpus[0];
   std::vector<Time> out;
   for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(net.idle_wake_latency(cpu, false));
+    out.push_back(net.idle_wake(cpu, false).latency);
   }
   return out;
 }
@@ -540,9 +541,9 @@ TEST(IdlePoll, ThePollingLatencyIsSpreadAndUnsetDrawsNothing) {
     std::vector<Time> out;
     for (std::size_t i = 0; i < n; ++i) {
       if (polling_first) {
-        (void)net.idle_wake_latency(cpu, true);
+        (void)net.idle_wake(cpu, true);
       }
-      out.push_back(net.idle_wake_latency(cpu, polling_first && model.idle_poll_wake_ps != 0));
+      out.push_back(net.idle_wake(cpu, polling_first && model.idle_poll_wake_ps != 0).latency);
     }
     return out;
   };
@@ -601,6 +602,63 @@ TEST(IpiSend, CyclesBesideTheTimeAreAnErrorNamingTheirPath) {
   const Loaded negative = load_doc(doc);
   EXPECT_FALSE(negative.preset) << "accepted";
   EXPECT_EQ(negative.error.rfind("p.json: /cpu/ipi_send_us", 0), 0U) << negative.error;
+}
+
+// cpu.ipi_send_blocked_us: on a KVM guest the ICR write of an IPI exits, and when the target
+// vCPU's thread is blocked on the host (its halt outlasted halt_poll_ns) the sender waits while
+// the host wakes it (kvm_vcpu_kick). So beside smp_send_reschedule the waker pays
+// x2apic_send_IPI's time for such an IPI only: not for one the host's polling window caught.
+TEST(IpiSend, AnIpiToAVcpuTheHostBlockedAlsoCostsItsSenderTheExit_kvm_vcpu_kick) {
+  CostModel m;
+  m.idle_wake_ps = 7 * kPsPerUs;
+  m.idle_wake_blocked_ps = 70 * kPsPerUs;
+  m.halt_poll_max_ps = 200 * kPsPerUs;
+  m.ipi_send_blocked_ps = 13 * kPsPerUs;
+  m.call_ps[index(Sym::kSendIpiBlocked)] = m.ipi_send_blocked_ps;
+  Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
+  Host& h = net.add_host("H", 2, 2);
+  ExecCtx& waker = net.add_context(h, "waker", 0, Level::kProcess);
+  ExecCtx& reader = net.add_context(h, "reader", 1, Level::kProcess);
+  // CPU 1 halts after each woken task; the next wake-up comes this long after.
+  const std::vector<Time> halts{50 * kPsPerUs, 5 * kPsPerUs, 1000 * kPsPerUs};
+  std::vector<std::uint64_t> blocked;  // the waker's x2apic_send_IPI calls after each wake-up
+  std::function<void()> wake = [&] {
+    h.cpus[0]->submit({&waker, [&] {
+                         net.wake_process(waker, reader, [&] {
+                           if (blocked.size() < halts.size()) {
+                             net.engine().at(net.engine().now() + halts[blocked.size()], wake);
+                           }
+                         });
+                         blocked.push_back(waker.ledger().cell(Sym::kSendIpiBlocked).calls);
+                       }});
+  };
+  net.engine().at(halts[0], wake);
+  net.engine().run_until(5000 * kPsPerUs);
+  // no window yet: blocked, the window grows to 10 us; 5 us: polled; 1000 us: blocked again
+  EXPECT_EQ(blocked, (std::vector<std::uint64_t>{1, 1, 2}));
+  EXPECT_EQ(waker.ledger().cell(Sym::kSendIpi).calls, 3U) << "every IPI pays the send";
+  EXPECT_EQ(waker.ledger().cell(Sym::kSendIpiBlocked).cost_ps, 2 * 13 * kPsPerUs);
+}
+
+TEST(IpiSend, TheBlockedExitIsPricedAsTimeWithTheHostsPollingWindow) {
+  nlohmann::ordered_json doc = modern_doc();
+  EXPECT_EQ(modern().model().call_ps[index(Sym::kSendIpiBlocked)], 0) << "absent: no charge";
+  doc["cpu"]["ipi_send_blocked_us"] = {{"value", 13.2}, {"source", "a trace"}};
+  Loaded l = load_doc(doc);
+  ASSERT_TRUE(l.preset) << l.error;
+  EXPECT_EQ(l.preset->model().ipi_send_blocked_ps, 13'200'000);
+  EXPECT_EQ(l.preset->model().call_ps[index(Sym::kSendIpiBlocked)], 13'200'000);
+  doc["calls"]["symbols"]["x2apic_send_IPI"] = {{"cycles", 1500}, {"source", "a guess"}};
+  l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /calls/symbols/x2apic_send_IPI: expected", 0), 0U) << l.error;
+  doc["calls"]["symbols"].erase("x2apic_send_IPI");
+  doc["cpu"].erase("halt_poll_max_us");
+  doc["cpu"].erase("idle_wake_blocked_us");  // which needs the window too
+  l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/ipi_send_blocked_us: expected \"halt_poll_max_us\"", 0), 0U)
+      << l.error;
 }
 
 // Every call the applications make pays one entry and exit: iperf3's write()s, its reader's

@@ -72,6 +72,9 @@ struct CostModel {
   // halt_poll_ns): an IPI within it costs idle_wake_ps, one after it idle_wake_blocked_ps.
   std::int64_t idle_wake_ps = 0;
   std::int64_t idle_wake_blocked_ps = 0;
+  // What the sending CPU spends, beyond smp_send_reschedule, on an IPI to a vCPU the host has
+  // blocked (past the polling window): charged as kSendIpiBlocked. 0: nothing more.
+  std::int64_t ipi_send_blocked_ps = 0;
   std::int64_t halt_poll_max_ps = 0;
   // The spread of those latencies: each wake-up's is drawn from a log-normal distribution of
   // this standard deviation of its logarithm, with the latency above as its mean. 0: every
