@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # How fast the sender copies a write into its skbs, untraced otherwise: runs
 # scripts/write-copy.bt (bpftrace: iperf3's write(), the client's transmits on skbm-c0 and the
-# NET_RX softirqs on the writer's CPU) around one `skbsim measure --trace off` and prints, per
-# 128 KB write, the median time from a softirq's exit to the transmit of a full 64 KB skb and to
-# the tail's; their difference is the copy of the bytes between the two and the page fragments
-# it fills, with the send path and the probes' own cost taken out. Its rate is what a preset's
+# NET_RX softirqs on the writer's CPU) around one `skbsim measure --trace off` and prints, over
+# its 128 KB writes, the median time from a softirq's exit to the transmit of a full 64 KB skb
+# and to the tail's; their difference is the copy of the bytes between the two (the difference
+# of the mean payloads) and the page fragments it fills, with the send path and the probes' own
+# cost taken out. Its rate is what a preset's
 # cpu.copy_bytes_per_ns stands for (the sender's copy; the reader's is copy_to_user_bytes_per_ns,
 # from scripts/sleep-cycle.sh). Root; mounts tracefs for the run if it is not mounted (and
 # unmounts it). docs/measure.md, "The sender's copy".
@@ -58,8 +59,9 @@ for line in open(sys.argv[1]):
         hists[current][int(m.group(1))] = int(m.group(2))
 
 
-def median(name, step_ns):
-    """The median of an lhist, interpolated within its bucket, in ns."""
+def median(name, step_ns, top):
+    """The median of an lhist, interpolated within its bucket, in ns; None when it lies in the
+    overflow bucket (at `top` steps or more), whose width is unknown."""
     h = hists[name]
     total = sum(h.values())
     if not total:
@@ -67,7 +69,7 @@ def median(name, step_ns):
     seen = 0
     for lo in sorted(h):
         if seen + h[lo] >= total / 2:
-            return (lo + (total / 2 - seen) / h[lo]) * step_ns
+            return None if lo >= top else (lo + (total / 2 - seen) / h[lo]) * step_ns
         seen += h[lo]
     return None
 
@@ -89,7 +91,10 @@ for k in sorted({k for (n, k) in stats if n == "softirq"}, key=int):
     n, avg = stats[("softirq", k)]
     print(f"NET_RX softirq after transmit {k}: {avg / 1e3:.2f} us (mean of {n})")
 full_b, tail_b = stats[("full_bytes", None)][1], stats[("tail_bytes", None)][1]
-full_med, tail_med = median("full_us", 1000), median("tail_us", 250)
+full_med, tail_med = median("full_us", 1000, 80), median("tail_us", 250, 80)
+if full_med is None or tail_med is None:
+    sys.exit("write-copy: a median lies beyond the histograms (80 us for a full skb, 20 for the "
+             "tail): the machine ran too slow to read")
 print(f"softirq exit to the transmit of a full skb ({full_b} bytes): mean {full[1] / 1e3:.2f} us, "
       f"median {full_med / 1e3:.2f} us ({full[0]})")
 print(f"softirq exit to the tail's transmit ({tail_b} bytes): mean {tail[1] / 1e3:.2f} us, "

@@ -101,8 +101,8 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   if (const auto w = cpu.optional_child("ipi_send_blocked_us")) {
     if (p.halt_poll_max_us_ <= 0) {
       w->fail(
-          "expected \"halt_poll_max_us\" with \"ipi_send_blocked_us\" (what an IPI to a vCPU "
-          "the host blocked costs its sender), got no host polling window");
+          "expected \"halt_poll_max_us\" above 0 with \"ipi_send_blocked_us\" (what an IPI to a "
+          "vCPU the host blocked costs its sender), got no host polling window");
     }
     p.ipi_send_blocked_us_ = valued(*w, 0, 1000);
   }
@@ -207,7 +207,11 @@ CostModel CostPreset::model() const {
 
 bool CostPreset::has_param(const std::string& param) const {
   if (param.rfind(kCyclesPrefix, 0) == 0) {
-    return symbol_from_name(param.substr(kCyclesPrefix.size())).has_value();
+    // Not the symbols a preset prices as time (cpu.syscall_us and the like): cycles for them are
+    // an error when the preset is loaded, so a fit must not write any.
+    const auto sym = symbol_from_name(param.substr(kCyclesPrefix.size()));
+    return sym && *sym != Sym::kSyscall && *sym != Sym::kIdleExit && *sym != Sym::kScheduleIdle &&
+           *sym != Sym::kSendIpiBlocked && !(*sym == Sym::kSendIpi && ipi_send_us_ > 0);
   }
   if (param.rfind(kGroupPrefix, 0) == 0) {
     return scalable_group(param.substr(kGroupPrefix.size()));

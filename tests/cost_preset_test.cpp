@@ -605,9 +605,10 @@ TEST(IpiSend, CyclesBesideTheTimeAreAnErrorNamingTheirPath) {
 }
 
 // cpu.ipi_send_blocked_us: on a KVM guest the ICR write of an IPI exits, and when the target
-// vCPU's thread is blocked on the host (its halt outlasted halt_poll_ns) the sender waits while
-// the host wakes it (kvm_vcpu_kick). So beside smp_send_reschedule the waker pays
-// x2apic_send_IPI's time for such an IPI only: not for one the host's polling window caught.
+// vCPU's thread is blocked on the host (its halt outlasted the host's adaptive polling window, at
+// most halt_poll_ns) the sender waits while the host wakes it (kvm_vcpu_kick). So beside
+// smp_send_reschedule the waker pays x2apic_send_IPI's time for such an IPI only: not for one the
+// host's polling window caught.
 TEST(IpiSend, AnIpiToAVcpuTheHostBlockedAlsoCostsItsSenderTheExit_kvm_vcpu_kick) {
   CostModel m;
   m.idle_wake_ps = 7 * kPsPerUs;
@@ -648,6 +649,21 @@ TEST(IpiSend, TheBlockedExitIsPricedAsTimeWithTheHostsPollingWindow) {
   ASSERT_TRUE(l.preset) << l.error;
   EXPECT_EQ(l.preset->model().ipi_send_blocked_ps, 13'200'000);
   EXPECT_EQ(l.preset->model().call_ps[index(Sym::kSendIpiBlocked)], 13'200'000);
+  // A paced stream's wake-ups after its halts are such IPIs, each priced at the preset's time;
+  // without the key none is recorded at all (the runs of every other preset are unchanged).
+  const RunResult with = run_scenario(measured("direct-on-1000mbps", *l.preset, 0.05).spec);
+  const LedgerCell& blocked = cell(host_m(with), Sym::kSendIpiBlocked);
+  EXPECT_GT(blocked.calls, 10U);
+  EXPECT_LE(blocked.calls, cell(host_m(with), Sym::kSendIpi).calls);
+  EXPECT_EQ(blocked.cost_ps, static_cast<std::int64_t>(blocked.calls) * 13'200'000);
+  const RunResult without = run_scenario(measured("direct-on-1000mbps", modern(), 0.05).spec);
+  EXPECT_EQ(cell(host_m(without), Sym::kSendIpiBlocked).calls, 0U);
+  EXPECT_GT(cell(host_m(without), Sym::kSendIpi).calls, 10U);
+  // Priced as time, so not a fit's parameter, nor are the other symbols priced so.
+  EXPECT_FALSE(l.preset->has_param("cycles:x2apic_send_IPI"));
+  EXPECT_FALSE(l.preset->has_param("cycles:schedule_idle"));
+  EXPECT_FALSE(l.preset->has_param("cycles:entry_SYSCALL_64"));
+  EXPECT_TRUE(l.preset->has_param("cycles:smp_send_reschedule"));
   doc["calls"]["symbols"]["x2apic_send_IPI"] = {{"cycles", 1500}, {"source", "a guess"}};
   l = load_doc(doc);
   EXPECT_FALSE(l.preset) << "accepted";

@@ -175,9 +175,9 @@ enum class SymGroup : std::uint8_t { kCopy, kChecksum, kSkb, kProtocol, kDevice,
   /* (6.x sysvec_call_function_single) leaves the idle loop (tick_nohz_idle_exit) */        \
   X(kSendIpi, "smp_send_reschedule", kOther)                                                \
   X(kIpiInterrupt, "smp_reschedule_interrupt", kOther)                                      \
-  /* on a KVM guest, the exit of the ICR write (x2apic_send_IPI) when the target */        \
-  /* vCPU's thread is blocked on the host (halted past halt_poll_ns): the host */          \
-  /* wakes it (kvm_vcpu_kick) first; priced by cpu.ipi_send_blocked_us */                  \
+  /* on a KVM guest, the exit of the ICR write (x2apic_send_IPI) when the target */         \
+  /* vCPU's thread is blocked on the host (its halt outlasted the polling window): */       \
+  /* the host wakes it (kvm_vcpu_kick) first; priced by cpu.ipi_send_blocked_us */          \
   X(kSendIpiBlocked, "x2apic_send_IPI", kOther)                                             \
   /* leaving the idle loop after a long halt, whatever ended it (6.x do_idle: the */         \
   /* interrupt's entry, tick_nohz_idle_exit restarting the tick; on a VM whose host blocked */ \
