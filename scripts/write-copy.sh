@@ -5,7 +5,8 @@
 # its 128 KB writes, the median time from a softirq's exit to the transmit of a full 64 KB skb
 # and to the tail's; their difference is the copy of the bytes between the two (the difference
 # of the mean payloads) and the page fragments it fills, with the send path and the probes' own
-# cost taken out. Its rate is what a preset's
+# cost taken out. Then the model's means of the same intervals, from `skbsim run --format json`
+# (tcp_writer) on the scenario the measure wrote. Its rate is what a preset's
 # cpu.copy_bytes_per_ns stands for (the sender's copy; the reader's is copy_to_user_bytes_per_ns,
 # from scripts/sleep-cycle.sh). Root; mounts tracefs for the run if it is not mounted (and
 # unmounts it). docs/measure.md, "The sender's copy".
@@ -14,10 +15,10 @@
 #   e.g. bash scripts/write-copy.sh /tmp/wc --topology direct --variant on --rate 1000 \
 #          --runs 1 --duration 3 --congestion-control cubic
 #
-# OUT_DIR gets the measurement and write-copy.txt, bpftrace's maps. Name one configuration of
-# the defaults (offloads on: 64 KB GSO skbs; with an offload off the writes are cut into other
-# sizes and there may be no tail). Exit codes: 0 measured; 1 a tool or the run failed, or no
-# write had both intervals; 2 a bad skbsim measure flag.
+# OUT_DIR gets the measurement, write-copy.txt (bpftrace's maps) and model.json. Name one
+# configuration of the defaults (offloads on: 64 KB GSO skbs; with an offload off the writes are
+# cut into other sizes and there may be no tail). Exit codes: 0 measured; 1 a tool or the run
+# failed, or no write had both intervals; 2 a bad skbsim measure flag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: write-copy.sh OUT_DIR [skbsim measure options...]}
@@ -30,8 +31,18 @@ if ! command -v python3 >/dev/null; then
   exit 1
 fi
 trace_measure write-copy "$out" "$maps" scripts/write-copy.bt 0 "$@"
-python3 - "$maps" <<'EOF'
+# The model on the scenario the measure wrote: its tcp_writer, the same intervals.
+skbsim=${SKBSIM:-build/release/sim/skbsim}
+model="$out/model.json"
+if ! trace_measure_scenario write-copy "$out" ||
+  ! "$skbsim" run "$trace_measure_scenario_file" --format json >"$model" 2>"$out/model.err"; then
+  echo "write-copy: the model did not run (see $out/model.err)" >&2
+  rm -f "$model"
+fi
+python3 - "$maps" "$model" <<'EOF'
 import collections
+import json
+import os
 import re
 import sys
 
@@ -106,4 +117,16 @@ if diff > 0:
           f"means: {(full_b - tail_b) / (full[1] - tail[1]):.2f})")
 else:
     print("the full skb's interval is not longer than the tail's: no rate")
+
+# The model's, from the scenario the measure wrote (skbsim run --format json: tcp_writer).
+if os.path.exists(sys.argv[2]):
+    w = json.load(open(sys.argv[2])).get("tcp_writer")
+    if not w:
+        print("model: this skbsim writes no tcp_writer (rebuild it)")
+    else:
+        full_m, tail_m = w["resumed_to_full_transmit_us"], w["resumed_to_tail_transmit_us"]
+        print(f"model (skbsim run, means): resumed after the softirq to a full skb's transmit "
+              f"{full_m:.2f} us, to the tail's {tail_m:.2f} us ({w['timed']['resumed_to_tail']} "
+              f"tails); first to second transmit {w['first_to_second_transmit_us']:.2f} us, "
+              f"second to third {w['second_to_third_transmit_us']:.2f} us")
 EOF

@@ -17,6 +17,10 @@ void Engine::at(Time t, std::function<void()> fn) {
   queue_.push(Event{t < now_ ? now_ : t, seq_++, slot});
 }
 
+Time Engine::task_clock() const noexcept {
+  return current_ == nullptr ? now_ : now_ + current_->ledger().pending_ps();
+}
+
 void Engine::after_task(std::function<void()> fn) {
   if (current_ == nullptr) {
     at(now_, std::move(fn));

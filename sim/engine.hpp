@@ -162,6 +162,9 @@ class Engine {
   // Busy time recorded by all CPUs, and the priced time all ledgers charged: equal by construction
   // (the conservation tests check it).
   bool in_task() const noexcept { return current_ != nullptr; }
+  // Inside a task: the time its work has reached, now plus what it has charged so far (where a
+  // kernel's tracepoint in the middle of the task would stamp its event). Outside: now.
+  Time task_clock() const noexcept;
   ExecCtx* current_ctx() const noexcept { return current_; }
 
  private:

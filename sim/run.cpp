@@ -365,6 +365,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     std::uint64_t transactions = 0;
     std::array<std::uint64_t, kAckPathCount> acks_by_path{};
     ReaderStats reader;
+    WriterStats writer;
     std::uint64_t xmit_timer_starts = 0;
     std::uint64_t delack_timer_starts = 0;
   };
@@ -381,6 +382,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
             c.acks_by_path[k] += t->stats.acks_by_path[k];
           }
           c.reader += t->stats.reader;
+          c.writer += t->stats.writer;
           c.xmit_timer_starts += t->stats.xmit_timer_starts;
           c.delack_timer_starts += t->stats.delack_timer_starts;
         }
@@ -429,6 +431,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     r.acks_by_path[k] = c1.acks_by_path[k] - c0.acks_by_path[k];
   }
   r.reader = c1.reader - c0.reader;
+  r.writer = c1.writer - c0.writer;
   r.xmit_timer_starts = c1.xmit_timer_starts - c0.xmit_timer_starts;
   r.delack_timer_starts = c1.delack_timer_starts - c0.delack_timer_starts;
   r.throughput_mbps = static_cast<double>(r.bytes_received) * 8.0 / spec.duration_s / 1e6;

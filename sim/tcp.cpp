@@ -378,6 +378,31 @@ bool sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
   return false;
 }
 
+// A data skb the current send() transmits in its own context (WriterStats).
+void time_call_transmit(Net& net, TcpSock& s, std::uint32_t payload) {
+  const Time t = net.engine().task_clock();
+  WriterStats& w = s.stats.writer;
+  ++s.call_xmits;
+  if (s.call_xmits == 2) {
+    w.first_second_ps += t - s.call_last_xmit;
+    ++w.first_second;
+  } else if (s.call_xmits == 3) {
+    w.second_third_ps += t - s.call_last_xmit;
+    ++w.second_third;
+  }
+  if (s.call_resumed >= 0) {
+    if (payload >= s.params.mss) {
+      w.resume_full_ps += t - s.call_resumed;
+      ++w.resume_full;
+    } else {
+      w.resume_tail_ps += t - s.call_resumed;
+      ++w.resume_tail;
+    }
+  }
+  s.call_last_xmit = t;
+  s.call_resumed = -1;
+}
+
 void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_it) {
   net.charge(ctx, &skb, {.sym = Sym::kTcpTransmitSkb});
   OpCtx o = net.op(ctx);
@@ -419,6 +444,9 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
     ops::csum_partial(o, kTcpHeader);  // the header, folded with the payload's sum
   }
   if ((m.flags & kFlagData) != 0) {
+    if (s.call_timed && &ctx == s.proc) {
+      time_call_transmit(net, s, m.end_seq - m.seq);
+    }
     s.stats.segs_out += std::max(1U, c->shinfo().gso_segs);
     // tcp_minshall_update(): remember the end of a segment shorter than its MSS multiple.
     if (m.end_seq - m.seq < std::max(1U, c->shinfo().gso_segs) * s.params.mss) {
@@ -677,6 +705,7 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
     s.pending = left;
     submit(ctx, [&net, &s] {
       s.in_bh = false;
+      s.call_resumed = net.engine().now();
       sendmsg_body(net, s, std::exchange(s.pending, 0));
     });
     return;
@@ -687,6 +716,7 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
   }
   net.charge(ctx, Sym::kTcpPushPendingFrames);
   tcp_write_xmit(net, ctx, s);
+  s.call_timed = false;
   // tcp_sendmsg's release_sock (before sk_stream_wait_memory sleeps, too): what reached the
   // backlog while the call's tasks ran is processed now, after its last push, not between them.
   s.in_send = false;
@@ -722,6 +752,9 @@ void sendmsg_call(Net& net, TcpSock& s) {
   net.charge(ctx, Sym::kSysSendto);
   net.charge(ctx, Sym::kTcpSendmsg);
   ++s.stats.sendmsg_calls;
+  s.call_timed = true;
+  s.call_xmits = 0;
+  s.call_resumed = -1;
   const std::uint32_t left = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(s.params.send_size, s.to_send));
   if (s.to_send != std::numeric_limits<std::uint64_t>::max()) {

@@ -88,12 +88,49 @@ struct ReaderStats {
   }
 };
 
+// The sending application's writes as scripts/write-gaps.sh and scripts/write-copy.sh time the
+// kernel's: within one send() call, the data skbs it transmits in its own context (not those an
+// ACK sends later), from the first to the second and the second to the third; and from the
+// start of the call's task that resumed after the NET_RX softirq of a push (the kernel: the
+// softirq's exit) to the next transmit, for a full skb (at least one MSS) and for a shorter one
+// (a write's tail). Sums in picoseconds and counts; a call that waited for buffer space is not
+// timed from then on.
+struct WriterStats {
+  std::int64_t first_second_ps = 0;
+  std::uint64_t first_second = 0;
+  std::int64_t second_third_ps = 0;
+  std::uint64_t second_third = 0;
+  std::int64_t resume_full_ps = 0;
+  std::uint64_t resume_full = 0;
+  std::int64_t resume_tail_ps = 0;
+  std::uint64_t resume_tail = 0;
+
+  WriterStats& operator+=(const WriterStats& o) noexcept {
+    first_second_ps += o.first_second_ps;
+    first_second += o.first_second;
+    second_third_ps += o.second_third_ps;
+    second_third += o.second_third;
+    resume_full_ps += o.resume_full_ps;
+    resume_full += o.resume_full;
+    resume_tail_ps += o.resume_tail_ps;
+    resume_tail += o.resume_tail;
+    return *this;
+  }
+  WriterStats operator-(const WriterStats& o) const noexcept {
+    return {first_second_ps - o.first_second_ps, first_second - o.first_second,
+            second_third_ps - o.second_third_ps, second_third - o.second_third,
+            resume_full_ps - o.resume_full_ps,   resume_full - o.resume_full,
+            resume_tail_ps - o.resume_tail_ps,   resume_tail - o.resume_tail};
+  }
+};
+
 struct TcpStats {
   std::uint64_t bytes_sent = 0;       // payload handed to tcp_sendmsg and queued
   std::uint64_t bytes_received = 0;   // payload copied to the reader
   std::uint64_t segs_out = 0;         // data segments on the wire (TcpOutSegs-style, MSS units)
   std::array<std::uint64_t, kAckPathCount> acks_by_path{};  // tcp_send_ack's, by AckPath
   ReaderStats reader;
+  WriterStats writer;
   // Timers queued on the timer wheel (the kernel's timer:timer_start): the retransmission timer
   // (6.x: and loss probe), the delayed-ACK timer. scripts/tcp-timers.sh counts the kernel's.
   std::uint64_t xmit_timer_starts = 0;
@@ -151,6 +188,12 @@ struct TcpSock {
   std::int64_t delack_expires = -1;
   bool writer_blocked = false;
   std::uint32_t pending = 0;  // bytes of the current send() not yet copied
+  // Timing the current send() (WriterStats): whether it is timed, its transmits so far, when
+  // the last went out and when its task resumed after a push's softirq (-1: not since).
+  bool call_timed = false;
+  std::uint32_t call_xmits = 0;
+  Time call_last_xmit = 0;
+  Time call_resumed = -1;
   std::uint64_t to_send = std::numeric_limits<std::uint64_t>::max();
   Time app_start = -1;  // a paced sender's start (iperf3's start_time)
   std::uint64_t pacing_sleeps = 0;  // times the paced sender waited for its timer

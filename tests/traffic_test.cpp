@@ -429,6 +429,32 @@ TEST(TcpTimers, EachWriteXmitThatSends6xQueuesTheRtoThenTheLossProbe_tcp_event_n
               per_segment(r, r.delack_timer_starts), 1e-5);
 }
 
+// The writer's timing (WriterStats), as scripts/write-copy.sh takes the kernel's: from the task
+// that resumes a send() after its push's NET_RX softirq to the next transmit, a full 64 KB skb
+// and the 752-byte tail take the same send path, so the two differ by the copy of the bytes
+// between them and the page fragments it fills (tcp_sendmsg_locked: skb_copy_to_page_nocache,
+// sk_page_frag_refill). The first transmit to the second spans the first skb's softirq too.
+TEST(WriterTiming, AFullSkbAndTheTailDifferByTheirCopy_tcp_sendmsg_locked) {
+  const Scenario sc = measured_vm_scenario("direct-on-1000mbps", 0.06, 0.02);
+  const RunResult r = run_scenario(sc.spec);
+  const WriterStats& w = r.writer;
+  ASSERT_GT(w.resume_full, 40U);
+  ASSERT_GT(w.resume_tail, 40U);
+  const auto mean = [](std::int64_t ps, std::uint64_t n) {
+    return static_cast<double>(ps) / static_cast<double>(n);
+  };
+  const double full = mean(w.resume_full_ps, w.resume_full);
+  const double tail = mean(w.resume_tail_ps, w.resume_tail);
+  const double copy = (65160.0 - 752.0) * static_cast<double>(sc.spec.cost.copy_fs_per_byte) / 1e3;
+  EXPECT_GT(full - tail, copy);
+  EXPECT_LT(full - tail, copy * 1.05) << "two page refills at most beside the copy";
+  EXPECT_GT(mean(w.first_second_ps, w.first_second), full);
+  const nlohmann::ordered_json j = result_json(sc, r, false).at("tcp_writer");
+  EXPECT_NEAR(j.at("resumed_to_full_transmit_us").get<double>(), full / 1e6, 1e-3);
+  EXPECT_NEAR(j.at("resumed_to_tail_transmit_us").get<double>(), tail / 1e6, 1e-3);
+  EXPECT_EQ(j.at("timed").at("first_to_second").get<std::uint64_t>(), w.first_second);
+}
+
 // 2.6.20 arms the retransmission timer only for the first skb in flight (tcp_packets_out_inc)
 // and re-arms it from now on each ACK of data (tcp_ack_packets_out): within a jiffy to the
 // expiry it has, which mod_timer returns early on. At most one a jiffy, where 6.x queues six a
