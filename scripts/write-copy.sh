@@ -5,11 +5,12 @@
 # its 128 KB writes, the median time from a softirq's exit to the transmit of a full 64 KB skb
 # and to the tail's; their difference is the copy of the bytes between the two (the difference
 # of the mean payloads) and the page fragments it fills, with the send path and the probes' own
-# cost taken out. Then the model's means of the same intervals, from `skbsim run --format json`
-# (tcp_writer) on the scenario the measure wrote. Its rate is what a preset's
-# cpu.copy_bytes_per_ns stands for (the sender's copy; the reader's is copy_to_user_bytes_per_ns,
-# from scripts/sleep-cycle.sh). Root; mounts tracefs for the run if it is not mounted (and
-# unmounts it). docs/measure.md, "The sender's copy".
+# cost taken out. That rate is what a preset's cpu.copy_bytes_per_ns stands for (the sender's
+# copy; the reader's is copy_to_user_bytes_per_ns, from scripts/sleep-cycle.sh). Then the model's
+# means of the same intervals, from `skbsim run --format json` (tcp_writer) on the scenario the
+# measure wrote, each transmit stamped at its device's start_xmit as the probe is. Root; mounts
+# tracefs for the run if it is not mounted (and unmounts it). docs/measure.md, "The sender's
+# copy".
 #
 #   bash scripts/write-copy.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/write-copy.sh /tmp/wc --topology direct --variant on --rate 1000 \
@@ -124,9 +125,11 @@ if os.path.exists(sys.argv[2]):
     if not w:
         print("model: this skbsim writes no tcp_writer (rebuild it)")
     else:
-        full_m, tail_m = w["resumed_to_full_transmit_us"], w["resumed_to_tail_transmit_us"]
+        def us(key):
+            return "-" if w[key] is None else f"{w[key]:.2f} us"
         print(f"model (skbsim run, means): resumed after the softirq to a full skb's transmit "
-              f"{full_m:.2f} us, to the tail's {tail_m:.2f} us ({w['timed']['resumed_to_tail']} "
-              f"tails); first to second transmit {w['first_to_second_transmit_us']:.2f} us, "
-              f"second to third {w['second_to_third_transmit_us']:.2f} us")
+              f"{us('resumed_to_full_transmit_us')}, to the tail's "
+              f"{us('resumed_to_tail_transmit_us')} ({w['timed']['resumed_to_tail']} tails); "
+              f"first to second transmit {us('first_to_second_transmit_us')}, second to third "
+              f"{us('second_to_third_transmit_us')}")
 EOF

@@ -357,6 +357,19 @@ class Net {
   void record_trace(TraceEntry e) { trace_.push_back(std::move(e)); }
   std::uint64_t hops() const noexcept { return hops_; }
   void count_hop() noexcept { ++hops_; }
+  // A device is about to transmit `skb` (dev_hard_start_xmit: the kernel's net_dev_start_xmit
+  // tracepoint). Counts it, and stamps the task clock for a caller that asked (arm_xmit_stamp).
+  void start_xmit(Device& dev, const Skb& skb);
+  // The next start_xmit's task clock, for a caller timing its transmit (WriterStats): armed
+  // before the transmit, read after it; -1 when no device transmitted meanwhile.
+  void arm_xmit_stamp() noexcept {
+    xmit_stamp_ = -1;
+    xmit_stamp_armed_ = true;
+  }
+  Time xmit_stamp() noexcept {
+    xmit_stamp_armed_ = false;
+    return xmit_stamp_;
+  }
 
  private:
   static constexpr std::uint64_t kWakeDrawState = 0x5eed'0000'0001ULL;  // seed 1's
@@ -389,6 +402,8 @@ class Net {
   std::uint32_t trace_seg_ = 0;  // 0 = none
   std::vector<TraceEntry> trace_;
   std::uint64_t hops_ = 0;
+  bool xmit_stamp_armed_ = false;
+  Time xmit_stamp_ = -1;
   std::vector<std::unique_ptr<TraceSink>> sinks_;
 };
 

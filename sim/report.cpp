@@ -189,9 +189,12 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
                                                1);
     out["tcp_reader"] = std::move(reader);
     // The sending applications' writes, timed as scripts/write-gaps.sh and write-copy.sh time
-    // the kernel's (WriterStats): mean microseconds, and how many of each were timed.
-    const auto mean_us = [](std::int64_t ps, std::uint64_t n) {
-      return n == 0 ? 0.0 : round_to(static_cast<double>(ps) / static_cast<double>(n) / 1e6, 3);
+    // the kernel's (WriterStats): mean microseconds (null: none timed), and how many of each.
+    const auto mean_us = [](std::int64_t ps, std::uint64_t n) -> J {
+      if (n == 0) {
+        return nullptr;
+      }
+      return round_to(static_cast<double>(ps) / static_cast<double>(n) / 1e6, 3);
     };
     const WriterStats& w = r.writer;
     out["tcp_writer"] = {

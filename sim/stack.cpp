@@ -212,7 +212,7 @@ void Net::dev_queue_xmit(ExecCtx& ctx, Device& dev, Skb& skb) {
       // noqueue (virtual devices): dev_hard_start_xmit directly.
       charge(ctx, s, {.sym = Sym::kDevHardStartXmit});
       count_hop();
-      dev.counters.xmit.count(*s);
+      start_xmit(dev, *s);
       dev.xmit(*this, ctx, *s);
       continue;
     }
@@ -228,13 +228,21 @@ void Net::dev_queue_xmit(ExecCtx& ctx, Device& dev, Skb& skb) {
   }
 }
 
+void Net::start_xmit(Device& dev, const Skb& skb) {
+  dev.counters.xmit.count(skb);
+  if (xmit_stamp_armed_) {
+    xmit_stamp_ = engine_.task_clock();
+    xmit_stamp_armed_ = false;
+  }
+}
+
 void Net::qdisc_run(ExecCtx& ctx, Device& dev) {
   while (!dev.queue_stopped && !dev.qdisc.empty()) {
     Skb& s = dev.qdisc.front();
     charge(ctx, &s, {.sym = Sym::kQdiscRestart});
     charge(ctx, &s, {.sym = Sym::kDevHardStartXmit});
     dev.qdisc.pop_front();
-    dev.counters.xmit.count(s);  // a requeued skb is counted again, as the tracepoint does
+    start_xmit(dev, s);  // a requeued skb is counted again, as the tracepoint does
     if (!dev.xmit(*this, ctx, s)) {
       dev.qdisc.push_front(s);  // requeue; the driver stopped the queue
       dev.queue_stopped = true;

@@ -378,9 +378,9 @@ bool sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
   return false;
 }
 
-// A data skb the current send() transmits in its own context (WriterStats).
-void time_call_transmit(Net& net, TcpSock& s, std::uint32_t payload) {
-  const Time t = net.engine().task_clock();
+// A data skb the current send() transmitted in its own context at `t` (WriterStats). As the
+// kernel's probe, a resumed task's first transmit counts as resumed only after the call's first.
+void time_call_transmit(TcpSock& s, std::uint32_t payload, Time t) {
   WriterStats& w = s.stats.writer;
   ++s.call_xmits;
   if (s.call_xmits == 2) {
@@ -390,7 +390,7 @@ void time_call_transmit(Net& net, TcpSock& s, std::uint32_t payload) {
     w.second_third_ps += t - s.call_last_xmit;
     ++w.second_third;
   }
-  if (s.call_resumed >= 0) {
+  if (s.call_resumed >= 0 && s.call_xmits >= 2) {
     if (payload >= s.params.mss) {
       w.resume_full_ps += t - s.call_resumed;
       ++w.resume_full;
@@ -443,10 +443,10 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   } else {
     ops::csum_partial(o, kTcpHeader);  // the header, folded with the payload's sum
   }
+  // Timed where the kernel's probe fires, at the device's start_xmit (WriterStats).
+  const bool timed = (m.flags & kFlagData) != 0 && s.call_timed && &ctx == s.proc;
+  const std::uint32_t payload = m.end_seq - m.seq;
   if ((m.flags & kFlagData) != 0) {
-    if (s.call_timed && &ctx == s.proc) {
-      time_call_transmit(net, s, m.end_seq - m.seq);
-    }
     s.stats.segs_out += std::max(1U, c->shinfo().gso_segs);
     // tcp_minshall_update(): remember the end of a segment shorter than its MSS multiple.
     if (m.end_seq - m.seq < std::max(1U, c->shinfo().gso_segs) * s.params.mss) {
@@ -454,7 +454,15 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
     }
   }
   net.hop(ctx, *c, "tcp_transmit_skb ", s.ns->name);
+  if (timed) {
+    net.arm_xmit_stamp();
+  }
   net.ip_queue_xmit(ctx, *s.ns, *c);
+  if (timed) {
+    if (const Time t = net.xmit_stamp(); t >= 0) {
+      time_call_transmit(s, payload, t);
+    }
+  }
 }
 
 // tcp_tso_should_defer's full-sized TSO skb: 2.6.20 compares the window with 65536 bytes, 6.x

@@ -89,12 +89,13 @@ struct ReaderStats {
 };
 
 // The sending application's writes as scripts/write-gaps.sh and scripts/write-copy.sh time the
-// kernel's: within one send() call, the data skbs it transmits in its own context (not those an
-// ACK sends later), from the first to the second and the second to the third; and from the
-// start of the call's task that resumed after the NET_RX softirq of a push (the kernel: the
-// softirq's exit) to the next transmit, for a full skb (at least one MSS) and for a shorter one
-// (a write's tail). Sums in picoseconds and counts; a call that waited for buffer space is not
-// timed from then on.
+// kernel's, each transmit stamped at its device's start_xmit (net_dev_start_xmit): within one
+// send() call, the data skbs it transmits in its own context (6.x's sk_flush_backlog in the
+// call may send some on an ACK; the kernel's probe counts those too), from the first to the
+// second and the second to the third; and from the start of the call's task that resumed after
+// the NET_RX softirq of a push (the kernel: the softirq's exit) to the next transmit after the
+// call's first, for a full skb (at least one MSS) and for a shorter one (a write's tail). Sums
+// in picoseconds and counts; a call that waited for buffer space is not timed from then on.
 struct WriterStats {
   std::int64_t first_second_ps = 0;
   std::uint64_t first_second = 0;
