@@ -190,23 +190,22 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
     out["tcp_reader"] = std::move(reader);
     // The sending applications' writes, timed as scripts/write-gaps.sh and write-copy.sh time
     // the kernel's (WriterStats): mean microseconds (null: none timed), and how many of each.
-    const auto mean_us = [](std::int64_t ps, std::uint64_t n) -> J {
-      if (n == 0) {
+    const auto mean_us = [](const TimedSum& t) -> J {
+      if (t.n == 0) {
         return nullptr;
       }
-      return round_to(static_cast<double>(ps) / static_cast<double>(n) / 1e6, 3);
+      return round_to(static_cast<double>(t.ps) / static_cast<double>(t.n) / 1e6, 3);
     };
     const WriterStats& w = r.writer;
-    out["tcp_writer"] = {
-        {"first_to_second_transmit_us", mean_us(w.first_second_ps, w.first_second)},
-        {"second_to_third_transmit_us", mean_us(w.second_third_ps, w.second_third)},
-        {"resumed_to_full_transmit_us", mean_us(w.resume_full_ps, w.resume_full)},
-        {"resumed_to_tail_transmit_us", mean_us(w.resume_tail_ps, w.resume_tail)},
-        {"timed",
-         {{"first_to_second", w.first_second},
-          {"second_to_third", w.second_third},
-          {"resumed_to_full", w.resume_full},
-          {"resumed_to_tail", w.resume_tail}}}};
+    out["tcp_writer"] = {{"first_to_second_transmit_us", mean_us(w.first_second)},
+                         {"second_to_third_transmit_us", mean_us(w.second_third)},
+                         {"resumed_to_full_transmit_us", mean_us(w.resume_full)},
+                         {"resumed_to_tail_transmit_us", mean_us(w.resume_tail)},
+                         {"timed",
+                          {{"first_to_second", w.first_second.n},
+                           {"second_to_third", w.second_third.n},
+                           {"resumed_to_full", w.resume_full.n},
+                           {"resumed_to_tail", w.resume_tail.n}}}};
     // Timers queued on the wheel per data segment, as scripts/tcp-timers.sh counts the kernel's
     // timer_start events.
     out["tcp_timer_starts"] = {{"retransmit", per_segment(r.xmit_timer_starts)},

@@ -384,20 +384,12 @@ void time_call_transmit(TcpSock& s, std::uint32_t payload, Time t) {
   WriterStats& w = s.stats.writer;
   ++s.call_xmits;
   if (s.call_xmits == 2) {
-    w.first_second_ps += t - s.call_last_xmit;
-    ++w.first_second;
+    w.first_second.add(t - s.call_last_xmit);
   } else if (s.call_xmits == 3) {
-    w.second_third_ps += t - s.call_last_xmit;
-    ++w.second_third;
+    w.second_third.add(t - s.call_last_xmit);
   }
   if (s.call_resumed >= 0 && s.call_xmits >= 2) {
-    if (payload >= s.params.mss) {
-      w.resume_full_ps += t - s.call_resumed;
-      ++w.resume_full;
-    } else {
-      w.resume_tail_ps += t - s.call_resumed;
-      ++w.resume_tail;
-    }
+    (payload >= s.params.mss ? w.resume_full : w.resume_tail).add(t - s.call_resumed);
   }
   s.call_last_xmit = t;
   s.call_resumed = -1;

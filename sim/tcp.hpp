@@ -88,40 +88,47 @@ struct ReaderStats {
   }
 };
 
+// A sum of intervals and how many: a mean's parts.
+struct TimedSum {
+  std::int64_t ps = 0;
+  std::uint64_t n = 0;
+
+  void add(std::int64_t d) noexcept {
+    ps += d;
+    ++n;
+  }
+  TimedSum& operator+=(const TimedSum& o) noexcept {
+    ps += o.ps;
+    n += o.n;
+    return *this;
+  }
+  TimedSum operator-(const TimedSum& o) const noexcept { return {ps - o.ps, n - o.n}; }
+};
+
 // The sending application's writes as scripts/write-gaps.sh and scripts/write-copy.sh time the
 // kernel's, each transmit stamped at its device's start_xmit (net_dev_start_xmit): within one
 // send() call, the data skbs it transmits in its own context (6.x's sk_flush_backlog in the
 // call may send some on an ACK; the kernel's probe counts those too), from the first to the
 // second and the second to the third; and from the start of the call's task that resumed after
 // the NET_RX softirq of a push (the kernel: the softirq's exit) to the next transmit after the
-// call's first, for a full skb (at least one MSS) and for a shorter one (a write's tail). Sums
-// in picoseconds and counts; a call that waited for buffer space is not timed from then on.
+// call's first, for a full skb (at least one MSS) and for a shorter one (a write's tail). A call
+// that waited for buffer space is not timed from then on.
 struct WriterStats {
-  std::int64_t first_second_ps = 0;
-  std::uint64_t first_second = 0;
-  std::int64_t second_third_ps = 0;
-  std::uint64_t second_third = 0;
-  std::int64_t resume_full_ps = 0;
-  std::uint64_t resume_full = 0;
-  std::int64_t resume_tail_ps = 0;
-  std::uint64_t resume_tail = 0;
+  TimedSum first_second;
+  TimedSum second_third;
+  TimedSum resume_full;
+  TimedSum resume_tail;
 
   WriterStats& operator+=(const WriterStats& o) noexcept {
-    first_second_ps += o.first_second_ps;
     first_second += o.first_second;
-    second_third_ps += o.second_third_ps;
     second_third += o.second_third;
-    resume_full_ps += o.resume_full_ps;
     resume_full += o.resume_full;
-    resume_tail_ps += o.resume_tail_ps;
     resume_tail += o.resume_tail;
     return *this;
   }
   WriterStats operator-(const WriterStats& o) const noexcept {
-    return {first_second_ps - o.first_second_ps, first_second - o.first_second,
-            second_third_ps - o.second_third_ps, second_third - o.second_third,
-            resume_full_ps - o.resume_full_ps,   resume_full - o.resume_full,
-            resume_tail_ps - o.resume_tail_ps,   resume_tail - o.resume_tail};
+    return {first_second - o.first_second, second_third - o.second_third,
+            resume_full - o.resume_full, resume_tail - o.resume_tail};
   }
 };
 

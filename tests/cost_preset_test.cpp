@@ -662,7 +662,7 @@ TEST(IpiSend, TheBlockedExitIsPricedAsTimeWithTheHostsPollingWindow) {
   // The write's first softirq sends it, so its second skb goes out that much later, as the
   // kernel's did (scripts/write-copy.sh).
   const auto first_second_us = [](const WriterStats& w) {
-    return static_cast<double>(w.first_second_ps) / static_cast<double>(w.first_second) / 1e6;
+    return static_cast<double>(w.first_second.ps) / static_cast<double>(w.first_second.n) / 1e6;
   };
   EXPECT_NEAR(first_second_us(with.writer) - first_second_us(without.writer), 13.2, 0.5);
   // Priced as time, so not a fit's parameter, nor are the other symbols priced so.

@@ -439,21 +439,21 @@ TEST(WriterTiming, AFullSkbAndTheTailDifferByTheirCopy_tcp_sendmsg_locked) {
   const Scenario sc = measured_vm_scenario("direct-on-1000mbps", 0.06, 0.02);
   const RunResult r = run_scenario(sc.spec);
   const WriterStats& w = r.writer;
-  ASSERT_GT(w.resume_full, 40U);
-  ASSERT_GT(w.resume_tail, 40U);
-  const auto mean = [](std::int64_t ps, std::uint64_t n) {
-    return static_cast<double>(ps) / static_cast<double>(n);
+  ASSERT_GT(w.resume_full.n, 40U);
+  ASSERT_GT(w.resume_tail.n, 40U);
+  const auto mean = [](const TimedSum& t) {
+    return static_cast<double>(t.ps) / static_cast<double>(t.n);
   };
-  const double full = mean(w.resume_full_ps, w.resume_full);
-  const double tail = mean(w.resume_tail_ps, w.resume_tail);
+  const double full = mean(w.resume_full);
+  const double tail = mean(w.resume_tail);
   const double copy = (65160.0 - 752.0) * static_cast<double>(sc.spec.cost.copy_fs_per_byte) / 1e3;
   EXPECT_GT(full - tail, copy);
   EXPECT_LT(full - tail, copy * 1.05) << "two page refills and the chunks' calls beside the copy";
-  EXPECT_GT(mean(w.first_second_ps, w.first_second), full);
+  EXPECT_GT(mean(w.first_second), full);
   const nlohmann::ordered_json j = result_json(sc, r, false).at("tcp_writer");
   EXPECT_NEAR(j.at("resumed_to_full_transmit_us").get<double>(), full / 1e6, 1e-3);
   EXPECT_NEAR(j.at("resumed_to_tail_transmit_us").get<double>(), tail / 1e6, 1e-3);
-  EXPECT_EQ(j.at("timed").at("first_to_second").get<std::uint64_t>(), w.first_second);
+  EXPECT_EQ(j.at("timed").at("first_to_second").get<std::uint64_t>(), w.first_second.n);
 }
 
 // 2.6.20 arms the retransmission timer only for the first skb in flight (tcp_packets_out_inc)
