@@ -716,7 +716,9 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
   }
   net.charge(ctx, Sym::kTcpPushPendingFrames);
   tcp_write_xmit(net, ctx, s);
-  s.call_timed = false;
+  // Timed on through the release_sock below, as the kernel's probe counts every transmit until
+  // write() returns; not while the call waits for buffer space.
+  s.call_timed = left == 0;
   // tcp_sendmsg's release_sock (before sk_stream_wait_memory sleeps, too): what reached the
   // backlog while the call's tasks ran is processed now, after its last push, not between them.
   s.in_send = false;

@@ -111,8 +111,9 @@ struct TimedSum {
 // call may send some on an ACK; the kernel's probe counts those too), from the first to the
 // second and the second to the third; and from the start of the call's task that resumed after
 // the NET_RX softirq of a push (the kernel: the softirq's exit) to the next transmit after the
-// call's first, for a full skb (at least one MSS) and for a shorter one (a write's tail). A call
-// that waited for buffer space is not timed from then on.
+// call's first, for a full skb (at least one MSS) and for a shorter one (a write's tail). The
+// transmits of the call's release_sock count; a call that waited for buffer space is not timed
+// from then on.
 struct WriterStats {
   TimedSum first_second;
   TimedSum second_third;
