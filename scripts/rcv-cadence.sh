@@ -12,10 +12,10 @@
 #   e.g. bash scripts/rcv-cadence.sh /tmp/rd --topology direct --variant csum-off --rate 1000 \
 #          --runs 1 --duration 3 --congestion-control cubic
 #
-# OUT_DIR gets the measurement and rcv-cadence.txt, bpftrace's maps. Name one configuration:
-# every run of the measure adds to the same counts. Exit codes: 0 measured; 1 a tool or the
-# run failed; 2 a bad skbsim measure flag. When the model cannot run the scenario the measure
-# wrote, the kernel's column is printed with "-" for the model's.
+# OUT_DIR gets the measurement, rcv-cadence.txt (bpftrace's maps) and model.json. Name one
+# configuration: every run of the measure adds to the same counts. Exit codes: 0 measured; 1 a
+# tool or the run failed; 2 a bad skbsim measure flag. When the model cannot run the scenario the
+# measure wrote, the kernel's column is printed with "-" for the model's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: rcv-cadence.sh OUT_DIR [skbsim measure options...]}
@@ -24,17 +24,20 @@ shift
 source scripts/trace-measure.sh
 maps="$out/rcv-cadence.txt"
 trace_measure rcv-cadence "$out" "$maps" scripts/rcv-cadence.bt 0 "$@"
-skbsim=${SKBSIM:-build/release/sim/skbsim}
 trace_measure_scenario rcv-cadence "$out"
-model=$("$skbsim" run "$trace_measure_scenario_file" --format json 2>"$out/model.err" | python3 -c '
+model=""
+if trace_measure_model rcv-cadence "$out"; then
+  model=$(python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 if "tcp_reader" not in d:
     sys.exit("rcv-cadence: this skbsim writes no tcp_reader (rebuild it)")
 r, a = d["tcp_reader"], d.get("tcp_acks_by_path", {})
 print(r.get("reads_copying", 0), r.get("bytes_per_copying_read", 0), r.get("reads_empty", 0),
-      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()), r.get("reads_short", "-"))') ||
-  { echo "rcv-cadence: the model did not run (see $out/model.err)" >&2; model=""; }
+      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()), r.get("reads_short", "-"))' \
+    <"$out/model.json") ||
+    { echo "rcv-cadence: the model did not run (see $out/model.err)" >&2; model=""; }
+fi
 # Lines like "@reads[28587]: 16274", "@failed[28587, -11]: 5816", "@server_xmit: 16761".
 awk -v model="$model" '
   function tid(line) { sub(/^[^[]*\[/, "", line); sub(/[],].*$/, "", line); return line }

@@ -11,14 +11,14 @@
 #   e.g. bash scripts/tcp-timers.sh /tmp/tt --topology direct --variant on --rate 1000 \
 #          --runs 1 --duration 3 --congestion-control cubic --unsteady-retries 0
 #
-# OUT_DIR gets the measurement and tcp-timers.txt, bpftrace's maps. Name one configuration and
-# one run (--runs 1 --unsteady-retries 0): the counts are kept by socket and reader thread,
-# which another run's (a redo the speed probe asked for, too) may reuse or outnumber. The
-# kernel's segments are the reader's bytes over 1448, the model's those on the wire: a 128 KB
-# write is 90.5 of the first and 91 of the second, so the kernel's figures read up to 0.5 % high.
-# Exit codes: 0 measured; 1 a tool or the run failed; 2 a bad skbsim measure flag. When the
-# model cannot run the scenario the measure wrote, the kernel's column is printed with "-" for
-# the model's.
+# OUT_DIR gets the measurement, tcp-timers.txt (bpftrace's maps) and model.json. Name one
+# configuration and one run (--runs 1 --unsteady-retries 0): the counts are kept by socket and
+# reader thread, which another run's (a redo the speed probe asked for, too) may reuse or
+# outnumber. The kernel's segments are the reader's bytes over 1448, the model's those on the
+# wire: a 128 KB write is 90.5 of the first and 91 of the second, so the kernel's figures read up
+# to 0.5 % high. Exit codes: 0 measured; 1 a tool or the run failed; 2 a bad skbsim measure flag.
+# When the model cannot run the scenario the measure wrote, the kernel's column is printed with
+# "-" for the model's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tcp-timers.sh OUT_DIR [skbsim measure options...]}
@@ -27,16 +27,18 @@ shift
 source scripts/trace-measure.sh
 maps="$out/tcp-timers.txt"
 trace_measure tcp-timers "$out" "$maps" scripts/tcp-timers.bt 0 "$@"
-skbsim=${SKBSIM:-build/release/sim/skbsim}
 trace_measure_scenario tcp-timers "$out"
-model=$("$skbsim" run "$trace_measure_scenario_file" --format json 2>"$out/model.err" | python3 -c '
+model=""
+if trace_measure_model tcp-timers "$out"; then
+  model=$(python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 if "tcp_timer_starts" not in d:
     sys.exit("tcp-timers: this skbsim writes no tcp_timer_starts (rebuild it)")
 t = d["tcp_timer_starts"]
-print(t["retransmit"], t["delayed_ack"])') ||
-  { echo "tcp-timers: the model did not run (see $out/model.err)" >&2; model=""; }
+print(t["retransmit"], t["delayed_ack"])' <"$out/model.json") ||
+    { echo "tcp-timers: the model did not run (see $out/model.err)" >&2; model=""; }
+fi
 # Lines like "@write[0xffff888105313290]: 17242" and "@bytes[28587]: 376910848".
 awk -v model="$model" '
   function row(label, kernel, model) {

@@ -15,6 +15,12 @@
 #
 # then sets trace_measure_scenario_file to the one scenario that measure wrote, for the model to
 # run; returns 1 (NAME: what is wrong) unless there is exactly one.
+#
+#   trace_measure_model NAME OUT_DIR
+#
+# after it runs the model on that scenario, `skbsim run --format json` into OUT_DIR/model.json
+# (its errors into OUT_DIR/model.err); returns 1 (NAME: the model did not run), with no
+# model.json left, when the run fails.
 
 trace_measure_bt=""
 trace_measure_mounted=""
@@ -77,4 +83,14 @@ trace_measure_scenario() {
   fi
   # shellcheck disable=SC2034  # read by the scripts that source this file
   trace_measure_scenario_file=${scenarios[0]}
+}
+
+trace_measure_model() {
+  local name=$1 out=$2
+  if ! "${SKBSIM:-build/release/sim/skbsim}" run "$trace_measure_scenario_file" --format json \
+    >"$out/model.json" 2>"$out/model.err"; then
+    echo "$name: the model did not run (see $out/model.err)" >&2
+    rm -f "$out/model.json"
+    return 1
+  fi
 }

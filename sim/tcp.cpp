@@ -435,10 +435,11 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
   } else {
     ops::csum_partial(o, kTcpHeader);  // the header, folded with the payload's sum
   }
+  const bool data = (m.flags & kFlagData) != 0;
   // Timed where the kernel's probe fires, at the device's start_xmit (WriterStats).
-  const bool timed = (m.flags & kFlagData) != 0 && s.call_timed && &ctx == s.proc;
+  const bool timed = data && s.call_timed && &ctx == s.proc;
   const std::uint32_t payload = m.end_seq - m.seq;
-  if ((m.flags & kFlagData) != 0) {
+  if (data) {
     s.stats.segs_out += std::max(1U, c->shinfo().gso_segs);
     // tcp_minshall_update(): remember the end of a segment shorter than its MSS multiple.
     if (m.end_seq - m.seq < std::max(1U, c->shinfo().gso_segs) * s.params.mss) {
