@@ -272,6 +272,64 @@ TEST(ValidateCommand, AckRowCarriesTheKernelRunsSpread) {
   EXPECT_EQ(note_of(runs[4]), "(none)");
 }
 
+// The per-segment counts are the traced run's. Where the probes kept that run's sender from its
+// fixed rate, the row of ip_forward's pskb_expand_head calls says so, with the traced run's
+// TCPAutoCorking beside the untraced runs' (tcp_should_autocork: a sender behind its rate corks a
+// write's tail and the next write fills it, so fewer clones reach skb_cow). The committed
+// forward-off-1000mbps of kvm-2core-v1252 is such a run (851 of 1000 Mbit/s); its direct-off one
+// held the rate.
+TEST(ValidateCommand, NotesATracedRunThatFellBehindItsRate_tcp_should_autocork) {
+  const fs::path set = kSource / "scenarios/measured/kvm-2core-v1252";
+  const auto measurement =
+      nlohmann::json::parse(slurp(set / "measurements" / "forward-off-1000mbps.json"));
+  const auto& traced = measurement.at("trace").at("run");
+  const auto per_1000 = [](const nlohmann::json& run) {
+    return 1000 * run.at("tcp").at("client_tcpext").at("TCPAutoCorking").get<double>() /
+           run.at("tcp").at("client_out_segs").get<double>();
+  };
+  ASSERT_LT(traced.at("throughput_mbps").get<double>(), 950);  // the fixture's premise
+  double lo = 1e9;
+  double hi = 0;
+  for (const auto& run : measurement.at("runs")) {
+    lo = std::min(lo, per_1000(run));
+    hi = std::max(hi, per_1000(run));
+  }
+  std::ostringstream want;
+  want << std::fixed << std::setprecision(0) << "traced run at "
+       << traced.at("throughput_mbps").get<double>() << " of 1000 Mbit/s, TCPAutoCorking "
+       << std::setprecision(1) << per_1000(traced) << " per 1000 segments (untraced runs " << lo
+       << ".." << hi << ")";
+  // A copy whose measurement file has a traced run behind its rate without TcpExt counters.
+  const fs::path bare = set / "zz-behind.json.tmp";
+  std::ofstream(bare) << slurp(set / "forward-off-1000mbps.json");
+  std::ofstream(set / "measurements" / bare.filename())
+      << R"({"configuration": {"rate_mbps": 1000}, "trace": {"run": {"throughput_mbps": 700}},
+            "runs": [{"tcp": "none"}]})";
+  const auto runs = run_batch(SKBSIM_BINARY, kSource,
+                              {{"validate", "--json", (set / "forward-off-1000mbps.json").string()},
+                               {"validate", "--json", (set / "direct-off-1000mbps.json").string()},
+                               {"validate", "--json", bare.string()}});
+  fs::remove(bare);
+  fs::remove(set / "measurements" / bare.filename());
+  const auto notes = [](const Invocation& r) {
+    EXPECT_NE(r.exit_code, 2) << r.err;
+    std::map<std::string, std::string> by_figure;
+    for (const auto& row : nlohmann::json::parse(r.out)) {
+      if (row.contains("note")) {
+        by_figure[row.at("figure").get<std::string>()] = row.at("note").get<std::string>();
+      }
+    }
+    return by_figure;
+  };
+  const auto forward = notes(runs[0]);
+  ASSERT_TRUE(forward.contains("per segment pskb_expand_head_calls")) << runs[0].out;
+  EXPECT_EQ(forward.at("per segment pskb_expand_head_calls"), want.str());
+  EXPECT_EQ(forward.size(), 2U);  // and the ACKs' spread
+  EXPECT_FALSE(notes(runs[1]).contains("per segment pskb_expand_head_calls"));
+  EXPECT_EQ(notes(runs[2]).at("per segment pskb_expand_head_calls"),
+            "traced run at 700 of 1000 Mbit/s");
+}
+
 // A device's bytes per skb are an average over its skbs: where neither the kernel nor the model
 // sends any worth counting (a bridge's own neighbour-discovery frames, a few in millions of
 // segments: M/br0 of the committed bridge set), there is no figure to compare.
