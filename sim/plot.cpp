@@ -313,13 +313,19 @@ void breakdown(const std::vector<Bar>& bars, const std::vector<std::string>& for
                             "breakdown.dat", formats, width, height, p.str()));
 }
 
+// Scenarios per row of a predicted-against-measured figure: a figure with more wraps onto further
+// rows, so the picture stays within what a PNG surface holds (cairo: 32 767 px a side) as the
+// committed sets grow.
+constexpr std::size_t kScenariosPerRow = 40;
+
 void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& checks,
                            const std::vector<std::string>& formats, OutputFiles& files) {
   std::ostringstream d;
   d << "# Predicted against measured. One block (gnuplot index) per figure; columns: x, scenario,\n"
        "# measured, measured - tolerance, measured + tolerance, predicted, error %, tolerance %.\n";
   std::ostringstream p;
-  std::size_t panels = 0;
+  std::size_t panels = 0;  // one per figure shown
+  std::size_t rows = 0;    // their rows, kScenariosPerRow scenarios at most each
   std::size_t widest = 0;
   std::size_t longest = 0;
   for (const FigureStyle& f : kFigures) {
@@ -328,9 +334,6 @@ void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& chec
     }
     const std::vector<Check>& cs = checks.at(f.key);
     d << (panels == 0 ? "" : "\n\n") << "# index " << panels << ": " << f.title << "\n";
-    double lo = 1e300;
-    double hi = -1e300;
-    std::string tics;
     for (std::size_t i = 0; i < cs.size(); ++i) {
       const Check& c = cs[i];
       const double band = std::abs(c.measured) * c.tolerance_pct / 100;
@@ -338,28 +341,49 @@ void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& chec
       d << i << " " << dat(c.scenario) << " " << num(c.measured) << " " << num(c.measured - band)
         << " " << num(c.measured + band) << " " << num(c.predicted) << " " << num(err, 3) << " "
         << num(c.tolerance_pct, 3) << "\n";
-      lo = std::min({lo, c.measured - band, c.predicted});
-      hi = std::max({hi, c.measured + band, c.predicted});
-      tics += (i == 0 ? "" : ", ") + gp(c.scenario) + " " + std::to_string(i);
       longest = std::max(longest, c.scenario.size());
     }
-    const double pad = hi > lo ? (hi - lo) * 0.25 : std::max(1.0, std::abs(hi) * 0.1);
     const std::string idx = "index " + std::to_string(panels);
-    p << "  set title " << gp(f.title) << "\n"
-      << "  set xrange [-0.6:" << num(static_cast<double>(cs.size()) - 0.4, 1) << "]\n"
-      << "  set yrange [" << num(std::max(0.0, lo - pad)) << ":" << num(hi + pad) << "]\n"
-      << "  set xtics (" << tics << ")\n"
-      << "  plot 'predicted-vs-measured.dat' " << idx
-      << " using 1:3:($1-0.3):($1+0.3):4:5 with boxxyerror fs solid 0.3 noborder"
-         " lc rgb '#2ca02c' title 'measured ± tolerance', \\\n"
-      << "       '' " << idx << " using 1:3:(0.3) with xerrorbars ps 0 lw 2 lc rgb '#000000'"
-      << " title 'measured', \\\n"
-      << "       '' " << idx << " using 1:6 with points pt 9 ps 1.8 lc rgb '#d62728'"
-      << " title 'predicted', \\\n"
-      << "       '' " << idx << " using ($1+0.33):6:(sprintf('%+.1f%%', $7)) with labels left"
-      << " notitle\n";
-    p << (panels == 0 ? "  unset key\n" : "");
-    widest = std::max(widest, cs.size());
+    const std::size_t parts = (cs.size() + kScenariosPerRow - 1) / kScenariosPerRow;
+    for (std::size_t part = 0; part < parts; ++part) {
+      const std::size_t first = part * kScenariosPerRow;
+      const std::size_t last = std::min(cs.size(), first + kScenariosPerRow) - 1;
+      double lo = 1e300;
+      double hi = -1e300;
+      std::string tics;
+      for (std::size_t i = first; i <= last; ++i) {
+        const Check& c = cs[i];
+        const double band = std::abs(c.measured) * c.tolerance_pct / 100;
+        lo = std::min({lo, c.measured - band, c.predicted});
+        hi = std::max({hi, c.measured + band, c.predicted});
+        tics += (i == first ? "" : ", ") + gp(c.scenario) + " " + std::to_string(i);
+      }
+      const double pad = hi > lo ? (hi - lo) * 0.25 : std::max(1.0, std::abs(hi) * 0.1);
+      // The row's points: the block's lines first..last (gnuplot's every ::first::last).
+      const std::string sel =
+          idx + " every ::" + std::to_string(first) + "::" + std::to_string(last);
+      const std::string title = parts == 1
+                                    ? f.title
+                                    : std::string(f.title) + " (" + std::to_string(part + 1) +
+                                          " of " + std::to_string(parts) + ")";
+      p << "  set title " << gp(title) << "\n"
+        << "  set xrange [" << num(static_cast<double>(first) - 0.6, 1) << ":"
+        << num(static_cast<double>(first + std::min(cs.size(), kScenariosPerRow)) - 0.4, 1) << "]\n"
+        << "  set yrange [" << num(std::max(0.0, lo - pad)) << ":" << num(hi + pad) << "]\n"
+        << "  set xtics (" << tics << ")\n"
+        << "  plot 'predicted-vs-measured.dat' " << sel
+        << " using 1:3:($1-0.3):($1+0.3):4:5 with boxxyerror fs solid 0.3 noborder"
+           " lc rgb '#2ca02c' title 'measured ± tolerance', \\\n"
+        << "       '' " << sel << " using 1:3:(0.3) with xerrorbars ps 0 lw 2 lc rgb '#000000'"
+        << " title 'measured', \\\n"
+        << "       '' " << sel << " using 1:6 with points pt 9 ps 1.8 lc rgb '#d62728'"
+        << " title 'predicted', \\\n"
+        << "       '' " << sel << " using ($1+0.33):6:(sprintf('%+.1f%%', $7)) with labels left"
+        << " notitle\n";
+      p << (rows == 0 ? "  unset key\n" : "");
+      ++rows;
+    }
+    widest = std::max(widest, std::min(cs.size(), kScenariosPerRow));
     ++panels;
   }
   if (panels == 0) {
@@ -370,7 +394,7 @@ void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& chec
   const bool rotate = static_cast<double>(longest) * 7.5 >
                       static_cast<double>(width - 400) / static_cast<double>(widest);
   std::ostringstream body;
-  body << "  set multiplot layout " << panels
+  body << "  set multiplot layout " << rows
        << ",1 title 'Predicted against measured, with each scenario''s tolerance band'\n"
        << "  set key outside right top\n"
        << "  set grid ytics lc rgb '#d0d0d0'\n"
@@ -379,7 +403,7 @@ void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& chec
        << (rotate ? "  set xtics rotate by 30 right nomirror\n" : "  set xtics nomirror\n")
        << p.str() << "  unset multiplot\n";
   const int height =
-      static_cast<int>(panels) * (260 + (rotate ? 4 * static_cast<int>(longest) : 0)) + 60;
+      static_cast<int>(rows) * (260 + (rotate ? 4 * static_cast<int>(longest) : 0)) + 60;
   files.emplace_back("predicted-vs-measured.dat", d.str());
   files.emplace_back(
       "predicted-vs-measured.gp",

@@ -114,6 +114,31 @@ TEST(PlotFiles, PredictedAgainstMeasuredCarriesTheToleranceBand) {
             std::string::npos);
 }
 
+// A figure over many scenarios wraps onto rows of 40, so the picture stays within what a PNG
+// surface holds (cairo: 32 767 px a side) however many measured sets are committed: 85 scenarios
+// make three rows, the last of five, each plotting its own lines of the figure's block.
+TEST(PlotFiles, PredictedAgainstMeasuredWrapsManyScenariosOntoRows) {
+  std::vector<PlotInput> in;
+  for (int i = 0; i < 85; ++i) {
+    const std::string name = "s" + std::to_string(100 + i);
+    in.push_back({name + ".json", tiny_result(name, 20.0)});
+  }
+  const OutputFiles f = plot_files(in, PlotOptions{});
+  const std::string* gp = file_named(f, "predicted-vs-measured.gp");
+  ASSERT_NE(gp, nullptr);
+  EXPECT_NE(gp->find("set multiplot layout 3,1"), std::string::npos) << *gp;
+  EXPECT_NE(gp->find("(1 of 3)"), std::string::npos);
+  EXPECT_NE(gp->find("(3 of 3)"), std::string::npos);
+  EXPECT_NE(gp->find("index 0 every ::0::39 using"), std::string::npos);
+  EXPECT_NE(gp->find("index 0 every ::40::79 using"), std::string::npos);
+  EXPECT_NE(gp->find("index 0 every ::80::84 using"), std::string::npos);
+  // The last row keeps the others' slot width: x from 79.4 to 119.6.
+  EXPECT_NE(gp->find("set xrange [79.4:119.6]"), std::string::npos);
+  EXPECT_NE(gp->find("'s184' 84)"), std::string::npos);  // its last tic
+  // 40 slots of 170 px and the margins, not 85.
+  EXPECT_NE(gp->find("pngcairo size 7200,"), std::string::npos) << *gp;
+}
+
 TEST(PlotFiles, ResultWithoutReferenceHasNoPredictedPlot) {
   json r = tiny_result("alpha", 20.0);
   r.erase("reference");
