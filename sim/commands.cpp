@@ -267,12 +267,12 @@ Range ack_rate_runs(const nlohmann::json& m) {
 }
 
 // The per-segment counts come from the traced run. At a fixed rate the probes' own cost can
-// keep its sender from the rate; behind, it writes back to back and tcp_push autocorks a
+// keep its sender from the rate; behind, it writes back to back and tcp_push can autocork a
 // write's sub-size-goal tail while earlier skbs are still in flight (tcp_should_autocork), so
 // the next write fills it: fewer lone tails, fewer clones for ip_forward's skb_cow to copy
-// (docs/measure.md, "A traced run that fell behind"). Says so, with TCPAutoCorking per thousand
-// segments in the traced run and in the untraced ones, when the traced run fell more than 5 %
-// short.
+// (docs/measure.md, "A traced run that fell behind"). Says so when the traced run fell more
+// than 5 % short, with TCPAutoCorking per thousand segments in the traced run and in the
+// untraced ones: whether it corked is for the reader to see, falling behind alone need not.
 std::optional<std::string> traced_run_behind(const nlohmann::json& m) {
   static const nlohmann::json::json_pointer kRate("/configuration/rate_mbps");
   static const nlohmann::json::json_pointer kTraced("/trace/run");

@@ -314,8 +314,9 @@ void breakdown(const std::vector<Bar>& bars, const std::vector<std::string>& for
 }
 
 // Scenarios per row of a predicted-against-measured figure: a figure with more wraps onto further
-// rows, so the picture stays within what a PNG surface holds (cairo: 32 767 px a side) as the
-// committed sets grow.
+// rows, so the picture's width stays within what a PNG surface holds (cairo: 32 767 px a side)
+// as the committed sets grow. Its height grows by a row (about 460 px) per 40 scenarios of each
+// figure: some 70 rows, 900 scenarios, before that limit.
 constexpr std::size_t kScenariosPerRow = 40;
 
 void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& checks,
@@ -358,6 +359,8 @@ void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& chec
         hi = std::max({hi, c.measured + band, c.predicted});
         tics += (i == first ? "" : ", ") + gp(c.scenario) + " " + std::to_string(i);
       }
+      // Each row has its own y range, as each figure had: a row of small rates stays readable
+      // beside one of large ones.
       const double pad = hi > lo ? (hi - lo) * 0.25 : std::max(1.0, std::abs(hi) * 0.1);
       // The row's points: the block's lines first..last (gnuplot's every ::first::last).
       const std::string sel =

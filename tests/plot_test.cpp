@@ -114,9 +114,9 @@ TEST(PlotFiles, PredictedAgainstMeasuredCarriesTheToleranceBand) {
             std::string::npos);
 }
 
-// A figure over many scenarios wraps onto rows of 40, so the picture stays within what a PNG
-// surface holds (cairo: 32 767 px a side) however many measured sets are committed: 85 scenarios
-// make three rows, the last of five, each plotting its own lines of the figure's block.
+// A figure over many scenarios wraps onto rows of 40, so the picture's width stays within what a
+// PNG surface holds (cairo: 32 767 px a side) as measured sets are committed: 85 scenarios make
+// three rows, the last of five, each plotting its own lines of the figure's block.
 TEST(PlotFiles, PredictedAgainstMeasuredWrapsManyScenariosOntoRows) {
   std::vector<PlotInput> in;
   for (int i = 0; i < 85; ++i) {
