@@ -1422,6 +1422,22 @@ TEST(MeasureReport, SpeedProbesRunsSetAsideAndTheYardstickAreRecorded) {
   EXPECT_NE(text.find("speed probe alu_ns"), std::string::npos) << text;
   EXPECT_NE(text.find("+25.0%  (context)"), std::string::npos) << text;
   EXPECT_EQ(text.find("speed probe wake"), std::string::npos) << text;
+  // Over the configurations, and in the verdict when the ALU step moved by more than a tenth: the
+  // probe judges runs only against its own campaign's best, so a whole campaign on a slower host
+  // passes it.
+  EXPECT_NE(text.find("speed probe alu_ns: +25.0% to +25.0%, median +25.0% over 1 configuration"
+                      " (context)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("; the speed probe's ALU step took +25.0% (median) against the set's: this "
+                      "machine ran slower than when the set was measured\n"),
+            std::string::npos)
+      << text;
+  std::ofstream(tmp.path() / "measurements" / (r.config.name() + ".json"))
+      << R"({"summary": {"speed": {"alu_ns": {"median": 1.2}}}})";
+  const std::string near = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
+  EXPECT_NE(near.find("median +4.2% over 1 configuration"), std::string::npos) << near;
+  EXPECT_EQ(near.find("this machine ran"), std::string::npos) << near;
 }
 
 // ---- the command line, bad flags ----------------------------------------------------------------
