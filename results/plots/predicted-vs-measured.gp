@@ -6,7 +6,7 @@ do for [fmt in 'svg png'] {
   if (fmt eq 'svg') {
     set terminal svg size 7200,8340 dynamic noenhanced font 'sans,12' background '#ffffff'
   } else {
-    set terminal pngcairo size 7200,8340 noenhanced font 'sans,11' background '#ffffff'
+    set terminal png size 7200,8340 noenhanced font 'sans,11' background '#ffffff'
   }
   set output 'predicted-vs-measured.'.fmt
   set multiplot layout 18,1 title 'Predicted against measured, with each scenario''s tolerance band'
