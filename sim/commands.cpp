@@ -216,18 +216,18 @@ std::optional<nlohmann::json> measurement_file(const Scenario& sc) {
   }
 }
 
-// The number at `at` in a run record, when it is one.
-std::optional<double> number_at(const nlohmann::json& run, const nlohmann::json::json_pointer& at) {
+// The number at `at` in a JSON document, when it is one.
+std::optional<double> number_at(const nlohmann::json& doc, const nlohmann::json::json_pointer& at) {
   // contains() is false where a step is missing or not an object
-  if (!run.contains(at) || !run.at(at).is_number()) {
+  if (!doc.contains(at) || !doc.at(at).is_number()) {
     return std::nullopt;
   }
-  return run.at(at).get<double>();
+  return doc.at(at).get<double>();
 }
 
-// A run record's client TcpExt counter per segment the client sent.
-std::optional<double> tcpext_per_segment(const nlohmann::json& run, const std::string& counter) {
-  const auto n = number_at(run, nlohmann::json::json_pointer("/tcp/client_tcpext/" + counter));
+// A count per segment the client sent, from a run record's tcp block: `counter` a pointer into it.
+std::optional<double> per_client_segment(const nlohmann::json& run, const std::string& counter) {
+  const auto n = number_at(run, nlohmann::json::json_pointer("/tcp" + counter));
   const auto segs = number_at(run, nlohmann::json::json_pointer("/tcp/client_out_segs"));
   if (!n || !segs || *segs <= 0) {
     return std::nullopt;
@@ -237,10 +237,21 @@ std::optional<double> tcpext_per_segment(const nlohmann::json& run, const std::s
 
 using Range = std::optional<std::pair<double, double>>;
 
-// Widens the min..max `range` to take `v`.
-void widen(Range& range, double v) {
-  range =
-      range ? std::pair{std::min(range->first, v), std::max(range->second, v)} : std::pair{v, v};
+// The min..max over the untraced runs (the measurement's /runs) of `counter` per client segment,
+// the runs without it left out (a run without both counts says nothing).
+Range untraced_range(const nlohmann::json& m, const std::string& counter) {
+  static const nlohmann::json::json_pointer kRuns("/runs");
+  if (!m.contains(kRuns) || !m.at(kRuns).is_array()) {
+    return std::nullopt;
+  }
+  Range range;
+  for (const nlohmann::json& run : m.at(kRuns)) {
+    if (const auto v = per_client_segment(run, counter)) {
+      range = range ? std::pair{std::min(range->first, *v), std::max(range->second, *v)}
+                    : std::pair{*v, *v};
+    }
+  }
+  return range;
 }
 
 // The kernel's own spread of the ACKs per segment: each untraced run's server TcpOutSegs over the
@@ -248,22 +259,7 @@ void widen(Range& range, double v) {
 // "One ACK per write, or two"), and every count of the reverse direction in
 // reference.per_segment is scaled to the runs' median.
 Range ack_rate_runs(const nlohmann::json& m) {
-  static const nlohmann::json::json_pointer kRuns("/runs");
-  static const nlohmann::json::json_pointer kOut("/tcp/server_out_segs");
-  static const nlohmann::json::json_pointer kSegs("/tcp/client_out_segs");
-  if (!m.contains(kRuns) || !m.at(kRuns).is_array()) {
-    return std::nullopt;
-  }
-  Range range;
-  for (const nlohmann::json& run : m.at(kRuns)) {
-    const auto out = number_at(run, kOut);
-    const auto segs = number_at(run, kSegs);
-    if (!out || !segs || *segs <= 0) {
-      continue;  // a run without both counts says nothing of the rate
-    }
-    widen(range, *out / *segs);
-  }
-  return range;
+  return untraced_range(m, "/server_out_segs");
 }
 
 // The per-segment counts come from the traced run. At a fixed rate the probes' own cost can
@@ -287,20 +283,13 @@ std::optional<std::string> traced_run_behind(const nlohmann::json& m) {
     return std::nullopt;
   }
   std::string note = "traced run at " + fixed(*got, 0) + " of " + fixed(*rate, 0) + " Mbit/s";
-  const auto corked = tcpext_per_segment(traced, "TCPAutoCorking");
+  static const std::string kCorked = "/client_tcpext/TCPAutoCorking";
+  const auto corked = per_client_segment(traced, kCorked);
   if (!corked) {
     return note;
   }
   note += ", TCPAutoCorking " + fixed(*corked * 1000, 1) + " per 1000 segments";
-  Range runs;
-  if (m.contains("runs") && m.at("runs").is_array()) {
-    for (const nlohmann::json& run : m.at("runs")) {
-      if (const auto c = tcpext_per_segment(run, "TCPAutoCorking")) {
-        widen(runs, *c);
-      }
-    }
-  }
-  if (runs) {
+  if (const Range runs = untraced_range(m, kCorked)) {
     note += " (untraced runs " + fixed(runs->first * 1000, 1) + ".." +
             fixed(runs->second * 1000, 1) + ")";
   }

@@ -340,10 +340,13 @@ void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& chec
       continue;
     }
     const std::vector<Check>& cs = checks.at(f.key);
+    const auto band_of = [](const Check& c) {
+      return std::abs(c.measured) * c.tolerance_pct / 100;
+    };
     d << (panels == 0 ? "" : "\n\n") << "# index " << panels << ": " << f.title << "\n";
     for (std::size_t i = 0; i < cs.size(); ++i) {
       const Check& c = cs[i];
-      const double band = std::abs(c.measured) * c.tolerance_pct / 100;
+      const double band = band_of(c);
       const double err = c.measured != 0 ? 100 * (c.predicted - c.measured) / c.measured : 0;
       d << i << " " << dat(c.scenario) << " " << num(c.measured) << " " << num(c.measured - band)
         << " " << num(c.measured + band) << " " << num(c.predicted) << " " << num(err, 3) << " "
@@ -360,7 +363,7 @@ void predicted_vs_measured(const std::map<std::string, std::vector<Check>>& chec
       std::string tics;
       for (std::size_t i = first; i <= last; ++i) {
         const Check& c = cs[i];
-        const double band = std::abs(c.measured) * c.tolerance_pct / 100;
+        const double band = band_of(c);
         lo = std::min({lo, c.measured - band, c.predicted});
         hi = std::max({hi, c.measured + band, c.predicted});
         tics += (i == first ? "" : ", ") + gp(c.scenario) + " " + std::to_string(i);

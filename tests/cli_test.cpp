@@ -274,8 +274,8 @@ TEST(ValidateCommand, AckRowCarriesTheKernelRunsSpread) {
 
 // The per-segment counts are the traced run's. Where the probes kept that run's sender from its
 // fixed rate, the row of ip_forward's pskb_expand_head calls says so, with the traced run's
-// TCPAutoCorking beside the untraced runs' (tcp_should_autocork: a sender behind its rate corks a
-// write's tail and the next write fills it, so fewer clones reach skb_cow). The committed
+// TCPAutoCorking beside the untraced runs' (tcp_should_autocork: a sender behind its rate can cork
+// a write's tail and the next write fills it, so fewer clones reach skb_cow). The committed
 // forward-off-1000mbps of kvm-2core-v1252 is such a run (851 of 1000 Mbit/s); its direct-off one
 // held the rate.
 TEST(ValidateCommand, NotesATracedRunThatFellBehindItsRate_tcp_should_autocork) {
