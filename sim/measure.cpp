@@ -95,6 +95,7 @@ struct Settings {
   std::optional<fs::path> preset;  // the scenarios' preset instead of the shared piece's
   TraceMode trace = TraceMode::kAuto;
   std::optional<fs::path> compare;  // a measured set to reproduce (its scenarios' references)
+  bool at_set_speed = false;        // --at-set-speed: judge the comparison at the set's speed
   int unsteady_retries = -1;        // runs to redo per configuration; -1: as many as `runs`
   bool interleave = true;           // --order interleaved (else grouped)
   // --congestion-control. Not the machine's default: a pacing algorithm (BBR) holds the tail of
@@ -341,6 +342,12 @@ Settings settings_from(const po::variables_map& vm) {
       throw FlagError("--compare", "expected a directory of measured scenarios, got no such "
                                    "directory " + s.compare->string());
     }
+  }
+  if (vm.count("at-set-speed") != 0) {
+    if (!s.compare) {
+      throw FlagError("--at-set-speed", "expected --compare DIR with it, got none");
+    }
+    s.at_set_speed = true;
   }
   if (vm.count("out") == 0) {
     return s;
@@ -1195,7 +1202,7 @@ int measure_main(const Settings& settings, const std::string& command) {
   bool reproduced = true;
   if (compare_dir) {
     summary += measure::compare_text(results, *compare_dir, ss.ctx.machine, kReproduceTolerancePct,
-                                     reproduced);
+                                     reproduced, settings.at_set_speed);
   }
   if (settings.out) {
     write_outputs(ss, results, *settings.out, summary);
@@ -1213,7 +1220,7 @@ int run_measure(const std::vector<std::string>& args) {
       "skbsim measure [--topology direct|forward|bridge ...] [--variant "
       "on|off|tso-off|sg-off|csum-off ...] [--runs N] [--duration S] [--rate MBPS|unlimited ...] "
       "[--out DIR] [--trace auto|on|off] [--shared DIR] [--preset FILE] [--smoke] "
-      "[--order interleaved|grouped] [--unsteady-retries N] [--compare DIR]";
+      "[--order interleaved|grouped] [--unsteady-retries N] [--compare DIR [--at-set-speed]]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "topology", po::value<std::vector<std::string>>()->composing()->multitoken(),
@@ -1244,7 +1251,10 @@ int run_measure(const std::vector<std::string>& args) {
       "compare the medians with a committed set's references: DIR itself when it is a set "
       "(it has measurements/), else the one set under DIR (scenarios/measured) measured on this "
       "machine's class; says when the machines differ; exit 1 when a median is more than 15% "
-      "off")(
+      "off")("at-set-speed",
+             "with --compare: judge (and exit on) the medians adjusted to the set's speed by each "
+             "configuration's speed probe (service demand, and CPU at a fixed rate or throughput "
+             "unlimited, scaled by the ALU step's ratio), not the medians as measured")(
       "congestion-control", po::value<std::string>(),
       "the TCP congestion control of the test's sockets (iperf3 -C; default cubic, whatever "
       "the machine's net.ipv4.tcp_congestion_control: the model does not pace, and bbr does)");

@@ -1327,6 +1327,7 @@ ojson committed_summary(const std::filesystem::path& measurement) {
 struct SpeedComparison {
   std::string text;
   std::optional<double> alu_diff_pct;
+  std::optional<double> alu_ratio;  // the ALU step now over the set's (above 1: slower now)
 };
 
 SpeedComparison speed_comparison(const ConfigResult& r, const std::filesystem::path& measurement) {
@@ -1342,6 +1343,7 @@ SpeedComparison speed_comparison(const ConfigResult& r, const std::filesystem::p
   }
   const SpeedSeries sp = speed_series(r.runs);
   std::ostringstream s;
+  std::optional<double> alu_ratio;
   const auto row = [&](const char* key, const std::vector<double>& now) -> std::optional<double> {
     const ojson& c = committed.value(key, ojson());
     if (now.empty() || !c.is_object() || !c.value("median", ojson()).is_number()) {
@@ -1350,6 +1352,9 @@ SpeedComparison speed_comparison(const ConfigResult& r, const std::filesystem::p
     const double was = c["median"].get<double>();
     const double is = spread(now).median;
     const double diff = was != 0 ? 100.0 * (is - was) / was : 0;
+    if (std::string_view(key) == "alu_ns" && was > 0 && is > 0) {
+      alu_ratio = is / was;
+    }
     s << std::left << std::setw(28) << r.config.name() << std::setw(26)
       << (std::string("speed probe ") + key) << std::right << std::setw(12) << fixed(was, 3)
       << std::setw(12) << fixed(is, 3) << std::setw(9) << ((diff >= 0 ? "+" : "") + fixed(diff, 1))
@@ -1358,7 +1363,22 @@ SpeedComparison speed_comparison(const ConfigResult& r, const std::filesystem::p
   };
   const std::optional<double> alu = row("alu_ns", sp.alu);
   row("wake_round_trip_us", sp.wake);
-  return {s.str(), alu};
+  return {s.str(), alu, alu_ratio};
+}
+
+// A median as it would have been at the set's speed: `ratio` is the ALU step now over the set's.
+// The CPU time a KB costs scales with the step, so service demand is divided by it; at a fixed
+// rate so is the CPU, and unlimited (the sender's CPU saturated) the throughput is multiplied by
+// it instead. No factor is fitted: docs/measure.md, "At the set's speed", holds it against the
+// committed comparisons (scripts/speed-adjusted.sh).
+double speed_adjusted(std::string_view figure, bool fixed_rate, double value, double ratio) {
+  if (figure == "service_demand_us_per_kb" || (figure == "cpu_util_pct" && fixed_rate)) {
+    return value / ratio;
+  }
+  if (figure == "throughput_mbps" && !fixed_rate) {
+    return value * ratio;
+  }
+  return value;
 }
 
 // The ALU step's difference from the committed set's, across the configurations, beyond which a
@@ -1518,7 +1538,8 @@ std::filesystem::path resolve_compare_dir(const std::filesystem::path& dir, cons
 }
 
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
-                         const Machine& machine, double tolerance_pct, bool& all_within) {
+                         const Machine& machine, double tolerance_pct, bool& all_within,
+                         bool judge_speed_adjusted) {
   std::ostringstream s;
   s << "\ncompared with " << dir.string() << " (medians; within " << fixed(tolerance_pct, 0)
     << "% = reproduced)\n";
@@ -1546,6 +1567,11 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
   int with_range = 0;    // of those beyond, how many have their committed runs' min..max
   int inside_range = 0;  // and how many lie within it
   std::vector<double> alu_diffs;  // the speed probe's ALU step against the set's, per configuration
+  // The same medians adjusted to the set's speed (speed_adjusted), for configurations with a probe
+  // on both sides.
+  int adjusted_compared = 0;
+  int adjusted_within = 0;
+  std::vector<std::string> adjusted_beyond;
   for (const ConfigResult& r : results) {
     const std::string name = r.config.name();
     const std::filesystem::path file = dir / (name + ".json");
@@ -1558,6 +1584,7 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
     }
     if (!ref.is_object() || r.runs.empty()) {
       beyond.push_back(name + " (no committed reference)");
+      adjusted_beyond.push_back(name + " (no committed reference)");
       s << std::left << std::setw(28) << name << "no committed reference in " << file.string()
         << "\n";
       continue;
@@ -1584,6 +1611,18 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       const bool ok = std::abs(diff) <= tolerance_pct;
       within += ok ? 1 : 0;
       by_figure[i].push_back(diff);
+      if (speed.alu_ratio) {
+        const double adjusted =
+            speed_adjusted(key, r.config.rate_mbps.has_value(), value, *speed.alu_ratio);
+        const double adjusted_diff =
+            committed != 0 ? 100.0 * (adjusted - committed) / committed : 0;
+        ++adjusted_compared;
+        if (std::abs(adjusted_diff) <= tolerance_pct) {
+          ++adjusted_within;
+        } else {
+          adjusted_beyond.push_back(name + " " + key + " " + signed_pct(adjusted_diff));
+        }
+      }
       // A median beyond the tolerance, against the committed runs' own range: inside it, the
       // set's runs already spread that far (context only; the verdict stays the median's).
       std::string range;
@@ -1629,9 +1668,13 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       << signed_pct(*alu_median) << " over " << alu_diffs.size() << " configuration"
       << (alu_diffs.size() == 1 ? "" : "s") << " (context)\n";
   }
-  all_within = beyond.empty();
-  s << (all_within ? "reproduced: every median within " : "NOT reproduced: beyond ")
-    << fixed(tolerance_pct, 0) << "% " << (all_within ? "of the committed set" : "somewhere above")
+  // Judged on the adjusted medians only when every median compared had a probe on both sides.
+  const bool adjusted_judged = judge_speed_adjusted && adjusted_compared > 0 &&
+                               static_cast<std::size_t>(adjusted_compared) == compared;
+  const bool raw_within = beyond.empty();
+  all_within = adjusted_judged ? adjusted_beyond.empty() : raw_within;
+  s << (raw_within ? "reproduced: every median within " : "NOT reproduced: beyond ")
+    << fixed(tolerance_pct, 0) << "% " << (raw_within ? "of the committed set" : "somewhere above")
     << (diffs.empty() ? "" : ", on a different machine") << " (" << within << " of " << compared
     << " medians within)" << (beyond.empty() ? "" : "; beyond: " + joined(beyond, ", "));
   if (with_range > 0) {
@@ -1639,11 +1682,28 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       << " lie inside it";
   }
   if (alu_median && std::abs(*alu_median) > kSpeedDiffPct) {
-    s << (all_within ? "; " : "; and ") << "the speed probe's ALU step took "
+    s << (raw_within ? "; " : "; and ") << "the speed probe's ALU step took "
       << signed_pct(*alu_median) << " (median) against the set's: this machine ran "
       << (*alu_median > 0 ? "slower" : "faster") << " than when the set was measured";
   }
+  if (adjusted_judged) {
+    s << " (the medians as measured; the verdict is the next line's)";
+  }
   s << "\n";
+  if (adjusted_compared > 0) {
+    s << (adjusted_judged ? (adjusted_beyond.empty() ? "reproduced at the set's speed: "
+                                                     : "NOT reproduced at the set's speed: ")
+                          : "at the set's speed (context): ")
+      << adjusted_within << " of " << adjusted_compared << " medians within "
+      << fixed(tolerance_pct, 0)
+      << "% with each configuration's service demand, and its CPU at a fixed rate or its "
+         "throughput unlimited, scaled by its speed probe's ALU step against the set's"
+      << (adjusted_beyond.empty() ? "" : "; beyond: " + joined(adjusted_beyond, ", ")) << "\n";
+  }
+  if (judge_speed_adjusted && !adjusted_judged) {
+    s << "not judged at the set's speed: a median has no speed probe on one side (this run's or "
+         "the set's measurement file); the verdict is the medians as measured\n";
+  }
   return s.str();
 }
 

@@ -149,9 +149,13 @@ std::string trace_summary(const ConfigResult& r);
 // demand) against the reference of DIR/<config>.json, a row per figure with the difference in
 // percent; `all_within` false when one is beyond `tolerance_pct` or a configuration has no file
 // there. It first says whether `machine` is the one the set was measured on (see
-// machine_differences). Text for the summary.
+// machine_differences). Where both sides have speed probes it also counts the medians adjusted to
+// the set's speed (each configuration's ALU step now against the set's; docs/measure.md, "At the
+// set's speed"), as context, or as the verdict (`all_within`) with `judge_speed_adjusted` when
+// every configuration has them. Text for the summary.
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
-                         const Machine& machine, double tolerance_pct, bool& all_within);
+                         const Machine& machine, double tolerance_pct, bool& all_within,
+                         bool judge_speed_adjusted = false);
 
 // The machine a committed set was measured on: the "machine" object of its first measurement
 // file (DIR/measurements/*.json, by name); nullopt when it has none.

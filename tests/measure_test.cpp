@@ -1440,6 +1440,86 @@ TEST(MeasureReport, SpeedProbesRunsSetAsideAndTheYardstickAreRecorded) {
   EXPECT_EQ(near.find("this machine ran"), std::string::npos) << near;
 }
 
+// --compare at the set's speed: a campaign whose speed probe's ALU step took a quarter longer than
+// the set's (1.25 ns against 1.0) has its service demand divided by 1.25, its throughput unlimited
+// multiplied by it and its CPU unlimited left alone (the sender's CPU is saturated either way); at
+// a fixed rate its CPU is divided and its throughput left alone. Context, unless judged so.
+TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
+  ConfigResult r = sample_result(Topology::kDirect);  // unlimited: 1000 Mbit/s, 50 %, 1.0 us/KB
+  for (RunFigures& f : r.runs) {
+    f.speed = RunSpeed{.before = probe_of(1.2, 1000, 24), .after = probe_of(1.3, 1000, 26)};
+  }
+  ConfigResult paced = r;
+  paced.config.rate_mbps = 1000;
+  TempDir tmp;
+  const auto commit = [&](const ConfigResult& c, const std::string& reference, const char* speed) {
+    std::ofstream(tmp.path() / (c.config.name() + ".json")) << reference;
+    fs::create_directories(tmp.path() / "measurements");
+    std::ofstream(tmp.path() / "measurements" / (c.config.name() + ".json")) << speed;
+  };
+  const char* const set_speed = R"({"summary": {"speed": {"alu_ns": {"median": 1.0}}}})";
+  commit(r,
+         R"({"reference": {"throughput_mbps": 1250, "cpu_util_pct": 50,
+                          "service_demand_us_per_kb": 0.8}})",
+         set_speed);
+  commit(paced,
+         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 40,
+                          "service_demand_us_per_kb": 0.8}})",
+         set_speed);
+  bool ok = true;
+  std::string text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok);
+  EXPECT_FALSE(ok) << text;  // as measured: -20 %, +25 %, +25 %, +25 %
+  EXPECT_NE(text.find("NOT reproduced: beyond 15% somewhere above, on a different machine (2 of 6 "
+                      "medians within)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nat the set's speed (context): 6 of 6 medians within 15% with each "
+                      "configuration's service demand, and its CPU at a fixed rate or its "
+                      "throughput unlimited, scaled by its speed probe's ALU step against the "
+                      "set's\n"),
+            std::string::npos)
+      << text;
+  text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
+  EXPECT_TRUE(ok) << text;
+  EXPECT_NE(text.find("(2 of 6 medians within); beyond: direct-off-unlimited throughput_mbps "
+                      "-20.0%"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" (the medians as measured; the verdict is the next line's)\n"
+                      "reproduced at the set's speed: 6 of 6 medians within"),
+            std::string::npos)
+      << text;
+
+  // The speed does not excuse a dearer kernel: service demand 0.5 committed is +60 % at the set's
+  // speed.
+  commit(paced,
+         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 40,
+                          "service_demand_us_per_kb": 0.5}})",
+         set_speed);
+  text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
+  EXPECT_FALSE(ok) << text;
+  EXPECT_NE(text.find("NOT reproduced at the set's speed: 5 of 6 medians within 15% with each "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("; beyond: direct-off-1000mbps service_demand_us_per_kb +60.0%\n"),
+            std::string::npos)
+      << text;
+
+  // A set measured before the probe existed: nothing to scale by, so the medians as measured
+  // decide even when asked to judge at the set's speed.
+  commit(paced,
+         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 40,
+                          "service_demand_us_per_kb": 0.8}})",
+         R"({"summary": {}})");
+  text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
+  EXPECT_FALSE(ok) << text;
+  EXPECT_NE(text.find("at the set's speed (context): 3 of 3 medians within"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("not judged at the set's speed: a median has no speed probe on one side"),
+            std::string::npos)
+      << text;
+}
+
 // ---- the command line, bad flags ----------------------------------------------------------------
 
 TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
@@ -1462,6 +1542,7 @@ TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
       {{"--preset", (tmp.path() / "p.json").string()},
        "--preset: expected a cost preset file, got no such file " +
            (tmp.path() / "p.json").string()},
+      {{"--at-set-speed"}, "--at-set-speed: expected --compare DIR with it, got none"},
       {{"--compare", (tmp.path() / "none").string()},
        "--compare: expected a directory of measured scenarios, got no such directory " +
            (tmp.path() / "none").string()},
