@@ -1537,6 +1537,53 @@ std::filesystem::path resolve_compare_dir(const std::filesystem::path& dir, cons
       "); name one set to compare with it anyway:" + listing);
 }
 
+namespace {
+
+// compare_text's count of the medians at the set's speed (speed_adjusted): those with a probe on
+// both sides, and what went beyond (a configuration with no committed reference included).
+struct SpeedAdjustedTally {
+  int compared = 0;
+  int within = 0;
+  std::vector<std::string> beyond;
+};
+
+// Whether the count is the verdict: asked to be (`judge`), and every one of the `compared` medians
+// had a probe on both sides.
+bool judged_at_set_speed(const SpeedAdjustedTally& t, std::size_t compared, bool judge) {
+  return judge && t.compared > 0 && static_cast<std::size_t>(t.compared) == compared;
+}
+
+// Its lines: the verdict when judged_at_set_speed, else context (and, when `judge`, why it is not
+// the verdict).
+std::string at_set_speed_text(const SpeedAdjustedTally& t, std::size_t compared,
+                              double tolerance_pct, bool judge) {
+  const bool judged = judged_at_set_speed(t, compared, judge);
+  std::ostringstream s;
+  if (t.compared > 0) {
+    s << (!judged            ? "at the set's speed (context): "
+          : t.beyond.empty() ? "reproduced at the set's speed: "
+                             : "NOT reproduced at the set's speed: ")
+      << t.within << " of " << t.compared << " medians within " << fixed(tolerance_pct, 0)
+      << "% with each configuration's service demand, and its CPU at a fixed rate or its "
+         "throughput unlimited, scaled by its speed probe's ALU step against the set's";
+    if (static_cast<std::size_t>(t.compared) < compared) {
+      s << " (" << compared - static_cast<std::size_t>(t.compared)
+        << " more compared as measured, without a probe on one side)";
+    }
+    s << (t.beyond.empty() ? "" : "; beyond: " + joined(t.beyond, ", ")) << "\n";
+  }
+  if (judge && !judged) {
+    s << "not judged at the set's speed: "
+      << (compared == 0 ? "no median was compared"
+                        : "a median has no speed probe on one side (this run's or the set's "
+                          "measurement file)")
+      << "; the verdict is the medians as measured\n";
+  }
+  return s.str();
+}
+
+}  // namespace
+
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
                          const Machine& machine, double tolerance_pct, bool& all_within,
                          bool judge_speed_adjusted) {
@@ -1569,9 +1616,7 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
   std::vector<double> alu_diffs;  // the speed probe's ALU step against the set's, per configuration
   // The same medians adjusted to the set's speed (speed_adjusted), for configurations with a probe
   // on both sides.
-  int adjusted_compared = 0;
-  int adjusted_within = 0;
-  std::vector<std::string> adjusted_beyond;
+  SpeedAdjustedTally adjusted;
   for (const ConfigResult& r : results) {
     const std::string name = r.config.name();
     const std::filesystem::path file = dir / (name + ".json");
@@ -1584,7 +1629,7 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
     }
     if (!ref.is_object() || r.runs.empty()) {
       beyond.push_back(name + " (no committed reference)");
-      adjusted_beyond.push_back(name + " (no committed reference)");
+      adjusted.beyond.push_back(name + " (no committed reference)");
       s << std::left << std::setw(28) << name << "no committed reference in " << file.string()
         << "\n";
       continue;
@@ -1612,15 +1657,15 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       within += ok ? 1 : 0;
       by_figure[i].push_back(diff);
       if (speed.alu_ratio) {
-        const double adjusted =
+        const double at_speed =
             speed_adjusted(key, r.config.rate_mbps.has_value(), value, *speed.alu_ratio);
         const double adjusted_diff =
-            committed != 0 ? 100.0 * (adjusted - committed) / committed : 0;
-        ++adjusted_compared;
+            committed != 0 ? 100.0 * (at_speed - committed) / committed : 0;
+        ++adjusted.compared;
         if (std::abs(adjusted_diff) <= tolerance_pct) {
-          ++adjusted_within;
+          ++adjusted.within;
         } else {
-          adjusted_beyond.push_back(name + " " + key + " " + signed_pct(adjusted_diff));
+          adjusted.beyond.push_back(name + " " + key + " " + signed_pct(adjusted_diff));
         }
       }
       // A median beyond the tolerance, against the committed runs' own range: inside it, the
@@ -1668,13 +1713,16 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       << signed_pct(*alu_median) << " over " << alu_diffs.size() << " configuration"
       << (alu_diffs.size() == 1 ? "" : "s") << " (context)\n";
   }
-  // Judged on the adjusted medians only when every median compared had a probe on both sides.
-  const bool adjusted_judged = judge_speed_adjusted && adjusted_compared > 0 &&
-                               static_cast<std::size_t>(adjusted_compared) == compared;
+  const bool adjusted_judged = judged_at_set_speed(adjusted, compared, judge_speed_adjusted);
   const bool raw_within = beyond.empty();
-  all_within = adjusted_judged ? adjusted_beyond.empty() : raw_within;
-  s << (raw_within ? "reproduced: every median within " : "NOT reproduced: beyond ")
-    << fixed(tolerance_pct, 0) << "% " << (raw_within ? "of the committed set" : "somewhere above")
+  all_within = adjusted_judged ? adjusted.beyond.empty() : raw_within;
+  if (adjusted_judged) {
+    s << "as measured, not the verdict (the next line is): "
+      << (raw_within ? "every median within " : "beyond ");
+  } else {
+    s << (raw_within ? "reproduced: every median within " : "NOT reproduced: beyond ");
+  }
+  s << fixed(tolerance_pct, 0) << "% " << (raw_within ? "of the committed set" : "somewhere above")
     << (diffs.empty() ? "" : ", on a different machine") << " (" << within << " of " << compared
     << " medians within)" << (beyond.empty() ? "" : "; beyond: " + joined(beyond, ", "));
   if (with_range > 0) {
@@ -1686,24 +1734,7 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       << signed_pct(*alu_median) << " (median) against the set's: this machine ran "
       << (*alu_median > 0 ? "slower" : "faster") << " than when the set was measured";
   }
-  if (adjusted_judged) {
-    s << " (the medians as measured; the verdict is the next line's)";
-  }
-  s << "\n";
-  if (adjusted_compared > 0) {
-    s << (adjusted_judged ? (adjusted_beyond.empty() ? "reproduced at the set's speed: "
-                                                     : "NOT reproduced at the set's speed: ")
-                          : "at the set's speed (context): ")
-      << adjusted_within << " of " << adjusted_compared << " medians within "
-      << fixed(tolerance_pct, 0)
-      << "% with each configuration's service demand, and its CPU at a fixed rate or its "
-         "throughput unlimited, scaled by its speed probe's ALU step against the set's"
-      << (adjusted_beyond.empty() ? "" : "; beyond: " + joined(adjusted_beyond, ", ")) << "\n";
-  }
-  if (judge_speed_adjusted && !adjusted_judged) {
-    s << "not judged at the set's speed: a median has no speed probe on one side (this run's or "
-         "the set's measurement file); the verdict is the medians as measured\n";
-  }
+  s << "\n" << at_set_speed_text(adjusted, compared, tolerance_pct, judge_speed_adjusted);
   return s.str();
 }
 

@@ -1482,11 +1482,14 @@ TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
       << text;
   text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
   EXPECT_TRUE(ok) << text;
-  EXPECT_NE(text.find("(2 of 6 medians within); beyond: direct-off-unlimited throughput_mbps "
-                      "-20.0%"),
+  // The line of the medians as measured stays, and says it is not the verdict.
+  EXPECT_NE(text.find("\nas measured, not the verdict (the next line is): beyond 15% somewhere "
+                      "above, on a different machine (2 of 6 medians within); beyond: "
+                      "direct-off-unlimited throughput_mbps -20.0%"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find(" (the medians as measured; the verdict is the next line's)\n"
+  EXPECT_EQ(text.find("NOT reproduced: beyond"), std::string::npos) << text;
+  EXPECT_NE(text.find("than when the set was measured\n"
                       "reproduced at the set's speed: 6 of 6 medians within"),
             std::string::npos)
       << text;
@@ -1507,6 +1510,35 @@ TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
       << text;
   saved += text;
 
+  // Figures that held as measured on a host a quarter slower: at the set's speed the kernel costs
+  // a fifth less than the set's, and that is not the set reproduced either.
+  commit(paced,
+         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 50,
+                          "service_demand_us_per_kb": 1.0}})",
+         set_speed);
+  commit(r,
+         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 50,
+                          "service_demand_us_per_kb": 1.0}})",
+         set_speed);
+  std::string held = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
+  EXPECT_FALSE(ok) << held;
+  EXPECT_NE(held.find("as measured, not the verdict (the next line is): every median within 15% "
+                      "of the committed set"),
+            std::string::npos)
+      << held;
+  EXPECT_NE(held.find("NOT reproduced at the set's speed: 2 of 6 medians within"),
+            std::string::npos)
+      << held;
+  // With nothing compared (no committed file for the configuration) there is nothing to judge.
+  ConfigResult other = r;
+  other.config.variant = Variant::kOn;
+  held = compare_text({other}, tmp.path(), sample_context().machine, 15, ok, true);
+  EXPECT_FALSE(ok) << held;
+  EXPECT_NE(held.find("not judged at the set's speed: no median was compared; the verdict is the "
+                      "medians as measured\n"),
+            std::string::npos)
+      << held;
+
   // scripts/speed-adjusted.sh counts saved comparisons (the committed sets' summary.txt and
   // reproduced*.txt, printed before the count was) as compare does.
   std::ofstream(tmp.path() / "saved.txt") << saved;
@@ -1520,6 +1552,10 @@ TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
 
   // A set measured before the probe existed: nothing to scale by, so the medians as measured
   // decide even when asked to judge at the set's speed.
+  commit(r,
+         R"({"reference": {"throughput_mbps": 1250, "cpu_util_pct": 50,
+                          "service_demand_us_per_kb": 0.8}})",
+         set_speed);
   commit(paced,
          R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 40,
                           "service_demand_us_per_kb": 0.8}})",
@@ -1527,6 +1563,9 @@ TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
   text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
   EXPECT_FALSE(ok) << text;
   EXPECT_NE(text.find("at the set's speed (context): 3 of 3 medians within"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" (3 more compared as measured, without a probe on one side)\n"),
+            std::string::npos)
       << text;
   EXPECT_NE(text.find("not judged at the set's speed: a median has no speed probe on one side"),
             std::string::npos)
