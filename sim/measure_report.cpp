@@ -1584,6 +1584,115 @@ std::string at_set_speed_text(const SpeedAdjustedTally& t, std::size_t compared,
 
 }  // namespace
 
+namespace {
+
+// The figures compare_text holds against the set's references, in the order it prints them.
+constexpr std::array<const char*, 3> kCompareFigures = {"throughput_mbps", "cpu_util_pct",
+                                                        "service_demand_us_per_kb"};
+
+// What compare_text counts over the configurations.
+struct CompareTally {
+  std::array<std::vector<double>, kCompareFigures.size()> by_figure;  // differences, percent
+  std::vector<std::string> beyond;
+  int within = 0;
+  int with_range = 0;             // of those beyond, how many have their committed runs' min..max
+  int inside_range = 0;           // and how many lie within it
+  std::vector<double> alu_diffs;  // the speed probe's ALU step against the set's, per configuration
+  // The same medians adjusted to the set's speed (speed_adjusted), for configurations with a probe
+  // on both sides.
+  SpeedAdjustedTally adjusted;
+};
+
+// A median beyond the tolerance, against the committed runs' own range (`runs`: the measurement
+// file's summary): inside it, the set's runs already spread that far (context only; the verdict
+// stays the median's). "" when the file has no range for `key`.
+std::string committed_range_note(const ojson& runs, const char* key, double value,
+                                 CompareTally& t) {
+  const ojson& f = runs.is_object() ? runs.value(key, ojson()) : ojson();
+  if (!f.is_object() || !f.value("min", ojson()).is_number() ||
+      !f.value("max", ojson()).is_number()) {
+    return "";
+  }
+  const double lo = f["min"].get<double>();
+  const double hi = f["max"].get<double>();
+  const bool inside = value >= lo && value <= hi;
+  ++t.with_range;
+  t.inside_range += inside ? 1 : 0;
+  return std::string(inside ? "inside" : "outside") + " the committed runs' " + fixed(lo, 4) +
+         ".." + fixed(hi, 4);
+}
+
+// One configuration's rows: its speed probe against the set's, then a row per figure with a
+// committed reference in DIR/<config>.json; counted into `t`.
+std::string compare_configuration(const ConfigResult& r, const std::filesystem::path& dir,
+                                  double tolerance_pct, CompareTally& t) {
+  std::ostringstream s;
+  const std::string name = r.config.name();
+  const std::filesystem::path file = dir / (name + ".json");
+  ojson ref;
+  try {
+    std::ifstream in(file);
+    ref = in ? ojson::parse(in).value("reference", ojson::object()) : ojson();
+  } catch (const std::exception&) {
+    ref = ojson();
+  }
+  if (!ref.is_object() || r.runs.empty()) {
+    t.beyond.push_back(name + " (no committed reference)");
+    t.adjusted.beyond.push_back(name + " (no committed reference)");
+    s << std::left << std::setw(28) << name << "no committed reference in " << file.string()
+      << "\n";
+    return s.str();
+  }
+  const std::array<double, kCompareFigures.size()> now = {
+      spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median,
+      spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median,
+      spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median};
+  const std::filesystem::path measurement = dir / "measurements" / (name + ".json");
+  const SpeedComparison speed = speed_comparison(r, measurement);
+  s << speed.text;
+  if (speed.alu_diff_pct) {
+    t.alu_diffs.push_back(*speed.alu_diff_pct);
+  }
+  const ojson runs = committed_summary(measurement);
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    const char* key = kCompareFigures[i];
+    const double value = now[i];
+    if (!ref.contains(key) || !ref[key].is_number()) {
+      continue;
+    }
+    const double committed = ref[key].get<double>();
+    const auto diff_pct = [committed](double v) {
+      return committed != 0 ? 100.0 * (v - committed) / committed : 0;
+    };
+    const double diff = diff_pct(value);
+    const bool ok = std::abs(diff) <= tolerance_pct;
+    t.within += ok ? 1 : 0;
+    t.by_figure[i].push_back(diff);
+    if (speed.alu_ratio) {
+      const double adjusted_diff =
+          diff_pct(speed_adjusted(key, r.config.rate_mbps.has_value(), value, *speed.alu_ratio));
+      ++t.adjusted.compared;
+      if (std::abs(adjusted_diff) <= tolerance_pct) {
+        ++t.adjusted.within;
+      } else {
+        t.adjusted.beyond.push_back(name + " " + key + " " + signed_pct(adjusted_diff));
+      }
+    }
+    std::string range;
+    if (!ok) {
+      range = committed_range_note(runs, key, value, t);
+      t.beyond.push_back(name + " " + key + " " + signed_pct(diff));
+    }
+    s << std::left << std::setw(28) << name << std::setw(26) << key << std::right << std::setw(12)
+      << fixed(committed, 4) << std::setw(12) << fixed(value, 4) << std::setw(10)
+      << signed_pct(diff) << "  " << (ok ? "yes" : "NO")
+      << (range.empty() ? "" : "  (" + range + ")") << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace
+
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
                          const Machine& machine, double tolerance_pct, bool& all_within,
                          bool judge_speed_adjusted) {
@@ -1605,117 +1714,35 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
   s << std::left << std::setw(28) << "configuration" << std::setw(26) << "figure" << std::right
     << std::setw(12) << "committed" << std::setw(12) << "now" << std::setw(10) << "diff"
     << "  ok\n";
-  // The figures compared, each one's differences and what went beyond, for the tally.
-  constexpr std::array<const char*, 3> kFigures = {"throughput_mbps", "cpu_util_pct",
-                                                   "service_demand_us_per_kb"};
-  std::array<std::vector<double>, kFigures.size()> by_figure;
-  std::vector<std::string> beyond;
-  int within = 0;
-  int with_range = 0;    // of those beyond, how many have their committed runs' min..max
-  int inside_range = 0;  // and how many lie within it
-  std::vector<double> alu_diffs;  // the speed probe's ALU step against the set's, per configuration
-  // The same medians adjusted to the set's speed (speed_adjusted), for configurations with a probe
-  // on both sides.
-  SpeedAdjustedTally adjusted;
+  CompareTally t;
   for (const ConfigResult& r : results) {
-    const std::string name = r.config.name();
-    const std::filesystem::path file = dir / (name + ".json");
-    ojson ref;
-    try {
-      std::ifstream in(file);
-      ref = in ? ojson::parse(in).value("reference", ojson::object()) : ojson();
-    } catch (const std::exception&) {
-      ref = ojson();
-    }
-    if (!ref.is_object() || r.runs.empty()) {
-      beyond.push_back(name + " (no committed reference)");
-      adjusted.beyond.push_back(name + " (no committed reference)");
-      s << std::left << std::setw(28) << name << "no committed reference in " << file.string()
-        << "\n";
-      continue;
-    }
-    const std::array<double, kFigures.size()> now = {
-        spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median,
-        spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median,
-        spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median};
-    const std::filesystem::path measurement = dir / "measurements" / (name + ".json");
-    const SpeedComparison speed = speed_comparison(r, measurement);
-    s << speed.text;
-    if (speed.alu_diff_pct) {
-      alu_diffs.push_back(*speed.alu_diff_pct);
-    }
-    const ojson runs = committed_summary(measurement);
-    for (std::size_t i = 0; i < now.size(); ++i) {
-      const char* key = kFigures[i];
-      const double value = now[i];
-      if (!ref.contains(key) || !ref[key].is_number()) {
-        continue;
-      }
-      const double committed = ref[key].get<double>();
-      const double diff = committed != 0 ? 100.0 * (value - committed) / committed : 0;
-      const bool ok = std::abs(diff) <= tolerance_pct;
-      within += ok ? 1 : 0;
-      by_figure[i].push_back(diff);
-      if (speed.alu_ratio) {
-        const double at_speed =
-            speed_adjusted(key, r.config.rate_mbps.has_value(), value, *speed.alu_ratio);
-        const double adjusted_diff =
-            committed != 0 ? 100.0 * (at_speed - committed) / committed : 0;
-        ++adjusted.compared;
-        if (std::abs(adjusted_diff) <= tolerance_pct) {
-          ++adjusted.within;
-        } else {
-          adjusted.beyond.push_back(name + " " + key + " " + signed_pct(adjusted_diff));
-        }
-      }
-      // A median beyond the tolerance, against the committed runs' own range: inside it, the
-      // set's runs already spread that far (context only; the verdict stays the median's).
-      std::string range;
-      if (!ok) {
-        const ojson& f = runs.is_object() ? runs.value(key, ojson()) : ojson();
-        if (f.is_object() && f.value("min", ojson()).is_number() &&
-            f.value("max", ojson()).is_number()) {
-          const double lo = f["min"].get<double>();
-          const double hi = f["max"].get<double>();
-          const bool inside = value >= lo && value <= hi;
-          ++with_range;
-          inside_range += inside ? 1 : 0;
-          range = std::string(inside ? "inside" : "outside") + " the committed runs' " +
-                  fixed(lo, 4) + ".." + fixed(hi, 4);
-        }
-        beyond.push_back(name + " " + key + " " + signed_pct(diff));
-      }
-      s << std::left << std::setw(28) << name << std::setw(26) << key << std::right << std::setw(12)
-        << fixed(committed, 4) << std::setw(12) << fixed(value, 4) << std::setw(10)
-        << signed_pct(diff) << "  " << (ok ? "yes" : "NO")
-        << (range.empty() ? "" : "  (" + range + ")") << "\n";
-    }
+    s << compare_configuration(r, dir, tolerance_pct, t);
   }
   // Each figure's spread of differences over the configurations, then the verdict with the
   // count and what went beyond.
   std::size_t compared = 0;
-  for (std::size_t i = 0; i < by_figure.size(); ++i) {
-    const std::vector<double>& d = by_figure[i];
+  for (std::size_t i = 0; i < t.by_figure.size(); ++i) {
+    const std::vector<double>& d = t.by_figure[i];
     if (d.empty()) {
       continue;
     }
     compared += d.size();
     const auto [lo, hi] = std::minmax_element(d.begin(), d.end());
-    s << kFigures[i] << ": " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
+    s << kCompareFigures[i] << ": " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
       << signed_pct(spread(d).median) << " over " << d.size() << " configuration"
       << (d.size() == 1 ? "" : "s") << "\n";
   }
   std::optional<double> alu_median;
-  if (!alu_diffs.empty()) {
-    alu_median = spread(alu_diffs).median;
-    const auto [lo, hi] = std::minmax_element(alu_diffs.begin(), alu_diffs.end());
+  if (!t.alu_diffs.empty()) {
+    alu_median = spread(t.alu_diffs).median;
+    const auto [lo, hi] = std::minmax_element(t.alu_diffs.begin(), t.alu_diffs.end());
     s << "speed probe alu_ns: " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
-      << signed_pct(*alu_median) << " over " << alu_diffs.size() << " configuration"
-      << (alu_diffs.size() == 1 ? "" : "s") << " (context)\n";
+      << signed_pct(*alu_median) << " over " << t.alu_diffs.size() << " configuration"
+      << (t.alu_diffs.size() == 1 ? "" : "s") << " (context)\n";
   }
-  const bool adjusted_judged = judged_at_set_speed(adjusted, compared, judge_speed_adjusted);
-  const bool raw_within = beyond.empty();
-  all_within = adjusted_judged ? adjusted.beyond.empty() : raw_within;
+  const bool adjusted_judged = judged_at_set_speed(t.adjusted, compared, judge_speed_adjusted);
+  const bool raw_within = t.beyond.empty();
+  all_within = adjusted_judged ? t.adjusted.beyond.empty() : raw_within;
   if (adjusted_judged) {
     s << "as measured, not the verdict (the next line is): "
       << (raw_within ? "every median within " : "beyond ");
@@ -1723,18 +1750,18 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
     s << (raw_within ? "reproduced: every median within " : "NOT reproduced: beyond ");
   }
   s << fixed(tolerance_pct, 0) << "% " << (raw_within ? "of the committed set" : "somewhere above")
-    << (diffs.empty() ? "" : ", on a different machine") << " (" << within << " of " << compared
-    << " medians within)" << (beyond.empty() ? "" : "; beyond: " + joined(beyond, ", "));
-  if (with_range > 0) {
-    s << "; of the " << with_range << " beyond with the committed runs' min..max, " << inside_range
-      << " lie inside it";
+    << (diffs.empty() ? "" : ", on a different machine") << " (" << t.within << " of " << compared
+    << " medians within)" << (t.beyond.empty() ? "" : "; beyond: " + joined(t.beyond, ", "));
+  if (t.with_range > 0) {
+    s << "; of the " << t.with_range << " beyond with the committed runs' min..max, "
+      << t.inside_range << " lie inside it";
   }
   if (alu_median && std::abs(*alu_median) > kSpeedDiffPct) {
     s << (raw_within ? "; " : "; and ") << "the speed probe's ALU step took "
       << signed_pct(*alu_median) << " (median) against the set's: this machine ran "
       << (*alu_median > 0 ? "slower" : "faster") << " than when the set was measured";
   }
-  s << "\n" << at_set_speed_text(adjusted, compared, tolerance_pct, judge_speed_adjusted);
+  s << "\n" << at_set_speed_text(t.adjusted, compared, tolerance_pct, judge_speed_adjusted);
   return s.str();
 }
 
