@@ -1452,20 +1452,19 @@ TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
   ConfigResult paced = r;
   paced.config.rate_mbps = 1000;
   TempDir tmp;
-  const auto commit = [&](const ConfigResult& c, const std::string& reference, const char* speed) {
-    std::ofstream(tmp.path() / (c.config.name() + ".json")) << reference;
+  // The set's reference for configuration `c` (throughput, CPU, service demand) and its
+  // measurement file's speed summary.
+  const auto commit = [&](const ConfigResult& c, double tput, double cpu, double sd,
+                          const char* speed) {
+    std::ofstream(tmp.path() / (c.config.name() + ".json")) << nlohmann::json{
+        {"reference",
+         {{"throughput_mbps", tput}, {"cpu_util_pct", cpu}, {"service_demand_us_per_kb", sd}}}};
     fs::create_directories(tmp.path() / "measurements");
     std::ofstream(tmp.path() / "measurements" / (c.config.name() + ".json")) << speed;
   };
   const char* const set_speed = R"({"summary": {"speed": {"alu_ns": {"median": 1.0}}}})";
-  commit(r,
-         R"({"reference": {"throughput_mbps": 1250, "cpu_util_pct": 50,
-                          "service_demand_us_per_kb": 0.8}})",
-         set_speed);
-  commit(paced,
-         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 40,
-                          "service_demand_us_per_kb": 0.8}})",
-         set_speed);
+  commit(r, 1250, 50, 0.8, set_speed);
+  commit(paced, 1000, 40, 0.8, set_speed);
   bool ok = true;
   std::string text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok);
   std::string saved = text;  // for scripts/speed-adjusted.sh, below
@@ -1496,10 +1495,7 @@ TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
 
   // The speed does not excuse a dearer kernel: service demand 0.5 committed is +60 % at the set's
   // speed.
-  commit(paced,
-         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 40,
-                          "service_demand_us_per_kb": 0.5}})",
-         set_speed);
+  commit(paced, 1000, 40, 0.5, set_speed);
   text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
   EXPECT_FALSE(ok) << text;
   EXPECT_NE(text.find("NOT reproduced at the set's speed: 5 of 6 medians within 15% with each "),
@@ -1512,14 +1508,8 @@ TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
 
   // Figures that held as measured on a host a quarter slower: at the set's speed the kernel costs
   // a fifth less than the set's, and that is not the set reproduced either.
-  commit(paced,
-         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 50,
-                          "service_demand_us_per_kb": 1.0}})",
-         set_speed);
-  commit(r,
-         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 50,
-                          "service_demand_us_per_kb": 1.0}})",
-         set_speed);
+  commit(paced, 1000, 50, 1.0, set_speed);
+  commit(r, 1000, 50, 1.0, set_speed);
   std::string held = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
   EXPECT_FALSE(ok) << held;
   EXPECT_NE(held.find("as measured, not the verdict (the next line is): every median within 15% "
@@ -1552,14 +1542,8 @@ TEST(MeasureReport, CompareAtTheSetsSpeedScalesByTheAluStep) {
 
   // A set measured before the probe existed: nothing to scale by, so the medians as measured
   // decide even when asked to judge at the set's speed.
-  commit(r,
-         R"({"reference": {"throughput_mbps": 1250, "cpu_util_pct": 50,
-                          "service_demand_us_per_kb": 0.8}})",
-         set_speed);
-  commit(paced,
-         R"({"reference": {"throughput_mbps": 1000, "cpu_util_pct": 40,
-                          "service_demand_us_per_kb": 0.8}})",
-         R"({"summary": {}})");
+  commit(r, 1250, 50, 0.8, set_speed);
+  commit(paced, 1000, 40, 0.8, R"({"summary": {}})");
   text = compare_text({r, paced}, tmp.path(), sample_context().machine, 15, ok, true);
   EXPECT_FALSE(ok) << text;
   EXPECT_NE(text.find("at the set's speed (context): 3 of 3 medians within"), std::string::npos)
