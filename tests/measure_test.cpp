@@ -1800,6 +1800,37 @@ TEST(MeasureSmoke, DirectOnOneSecondWritesFilesAndLeavesNothing) {
   EXPECT_TRUE(fs::exists(out / "summary.txt"));
 }
 
+// --compare --at-set-speed on a real run: the set's references are out of reach (1 Mbit/s at
+// 1000 us/KB), so the run fails as measured and at the set's speed alike, and the count at the
+// set's speed is the verdict line (the flag reached the comparison), not context.
+TEST(MeasureSmoke, CompareAtTheSetsSpeedIsTheVerdict) {
+  SKIP_UNLESS_MEASURABLE();
+  TempDir tmp;
+  const fs::path set = tmp.path() / "set";
+  fs::create_directories(set / "measurements");
+  std::ofstream(set / "direct-on-unlimited.json")
+      << R"({"reference": {"throughput_mbps": 1, "cpu_util_pct": 0.01,
+                          "service_demand_us_per_kb": 1000}})";
+  std::ofstream(set / "measurements" / "direct-on-unlimited.json")
+      << R"({"summary": {"speed": {"alu_ns": {"median": 1.0}}}})";
+  Child c = start_skbsim({"measure", "--smoke", "--out", (tmp.path() / "out").string(), "--shared",
+                          (kSource / "scenarios/shared").string(), "--trace", "off", "--compare",
+                          set.string(), "--at-set-speed"},
+                         tmp.path());
+  const auto st = wait_child(c, std::chrono::seconds(240));
+  ASSERT_TRUE(st.has_value()) << "no exit within 240 s; stderr: " << slurp(c.err);
+  ASSERT_TRUE(WIFEXITED(*st)) << slurp(c.err);
+  EXPECT_EQ(WEXITSTATUS(*st), 1) << slurp(c.err);
+  expect_nothing_left(c.pid);
+  const std::string summary = slurp(tmp.path() / "out" / "summary.txt");
+  EXPECT_NE(summary.find("\nas measured, not the verdict (the next line is): beyond 15%"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("\nNOT reproduced at the set's speed: 0 of 3 medians within 15%"),
+            std::string::npos)
+      << summary;
+}
+
 // --congestion-control sets the algorithm of the test's sockets (iperf3 -C), not of any namespace,
 // records what iperf3 reports the sender used, and names what the kernel has when it has not
 // that one (one line, exit 2, nothing written).
