@@ -36,6 +36,11 @@ std::string fixed(double v, int d) {
 // A difference in percent with its sign and one decimal: "+18.1%", "-9.9%".
 std::string signed_pct(double v) { return (v >= 0 ? "+" : "") + fixed(v, 1) + "%"; }
 
+// How far `now` is from `base`, in percent of `base` (0 against a base of 0).
+double diff_pct(double now, double base) {
+  return base != 0 ? 100.0 * (now - base) / base : 0;
+}
+
 double ratio(std::uint64_t num, std::int64_t den) {
   return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
 }
@@ -1351,14 +1356,13 @@ SpeedComparison speed_comparison(const ConfigResult& r, const std::filesystem::p
     }
     const double was = c["median"].get<double>();
     const double is = spread(now).median;
-    const double diff = was != 0 ? 100.0 * (is - was) / was : 0;
+    const double diff = diff_pct(is, was);
     if (std::string_view(key) == "alu_ns" && was > 0 && is > 0) {
       alu_ratio = is / was;
     }
     s << std::left << std::setw(28) << r.config.name() << std::setw(26)
       << (std::string("speed probe ") + key) << std::right << std::setw(12) << fixed(was, 3)
-      << std::setw(12) << fixed(is, 3) << std::setw(9) << ((diff >= 0 ? "+" : "") + fixed(diff, 1))
-      << "%  (context)\n";
+      << std::setw(12) << fixed(is, 3) << std::setw(10) << signed_pct(diff) << "  (context)\n";
     return diff;
   };
   const std::optional<double> alu = row("alu_ns", sp.alu);
@@ -1582,10 +1586,6 @@ std::string at_set_speed_text(const SpeedAdjustedTally& t, std::size_t compared,
   return s.str();
 }
 
-}  // namespace
-
-namespace {
-
 // The figures compare_text holds against the set's references, in the order it prints them.
 constexpr std::array<const char*, 3> kCompareFigures = {"throughput_mbps", "cpu_util_pct",
                                                         "service_demand_us_per_kb"};
@@ -1661,16 +1661,13 @@ std::string compare_configuration(const ConfigResult& r, const std::filesystem::
       continue;
     }
     const double committed = ref[key].get<double>();
-    const auto diff_pct = [committed](double v) {
-      return committed != 0 ? 100.0 * (v - committed) / committed : 0;
-    };
-    const double diff = diff_pct(value);
+    const double diff = diff_pct(value, committed);
     const bool ok = std::abs(diff) <= tolerance_pct;
     t.within += ok ? 1 : 0;
     t.by_figure[i].push_back(diff);
     if (speed.alu_ratio) {
-      const double adjusted_diff =
-          diff_pct(speed_adjusted(key, r.config.rate_mbps.has_value(), value, *speed.alu_ratio));
+      const double adjusted_diff = diff_pct(
+          speed_adjusted(key, r.config.rate_mbps.has_value(), value, *speed.alu_ratio), committed);
       ++t.adjusted.compared;
       if (std::abs(adjusted_diff) <= tolerance_pct) {
         ++t.adjusted.within;
