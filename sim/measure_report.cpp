@@ -105,12 +105,19 @@ ojson activity_json(const Activity& a) {
           {"cpus", cpus}};
 }
 
+// A figure a probe may lack (0: not probed) as a number, or null.
+ojson probed(double v, int decimals) {
+  return v > 0 ? ojson(rounded(v, decimals)) : ojson(nullptr);
+}
+
 ojson speed_probe_json(const SpeedProbe& p) {
   ojson cpus = ojson::array();
   for (const auto& [cpu, c] : p.cpus) {
     cpus.push_back({{"cpu", cpu},
                     {"alu_ns", rounded(c.alu_ns, 4)},
-                    {"syscall_ns", rounded(c.syscall_ns, 1)}});
+                    {"syscall_ns", rounded(c.syscall_ns, 1)},
+                    {"hot_line_ns", probed(c.hot_line_ns, 3)},
+                    {"after_sleep_line_ns", probed(c.after_sleep_line_ns, 3)}});
   }
   return {{"cpus", cpus},
           {"wake_round_trip_us",
@@ -131,6 +138,8 @@ ojson run_speed_json(const RunSpeed& s) {
   return {{"alu_ns", rounded(s.alu_ns(), 4)},
           {"syscall_ns", rounded(s.syscall_ns(), 1)},
           {"wake_round_trip_us", wake ? ojson(rounded(*wake, 2)) : ojson(nullptr)},
+          {"hot_line_ns", probed(s.hot_line_ns(), 3)},
+          {"after_sleep_line_ns", probed(s.after_sleep_line_ns(), 3)},
           {"before", speed_probe_json(s.before)},
           {"after", speed_probe_json(s.after)}};
 }
@@ -555,6 +564,8 @@ struct SpeedSeries {
   std::vector<double> alu;
   std::vector<double> sys;
   std::vector<double> wake;
+  std::vector<double> hot_line;
+  std::vector<double> after_sleep_line;
 };
 
 SpeedSeries speed_series(const std::vector<RunFigures>& runs) {
@@ -565,6 +576,10 @@ SpeedSeries speed_series(const std::vector<RunFigures>& runs) {
       out.sys.push_back(f.speed->syscall_ns());
       if (const auto w = f.speed->wake_round_trip_us()) {
         out.wake.push_back(*w);
+      }
+      if (f.speed->hot_line_ns() > 0 && f.speed->after_sleep_line_ns() > 0) {
+        out.hot_line.push_back(f.speed->hot_line_ns());
+        out.after_sleep_line.push_back(f.speed->after_sleep_line_ns());
       }
     }
   }
@@ -579,7 +594,10 @@ ojson speed_summary_json(const std::vector<RunFigures>& runs) {
   }
   return {{"alu_ns", spread_json(sp.alu, 4)},
           {"syscall_ns", spread_json(sp.sys, 1)},
-          {"wake_round_trip_us", sp.wake.empty() ? ojson(nullptr) : spread_json(sp.wake, 2)}};
+          {"wake_round_trip_us", sp.wake.empty() ? ojson(nullptr) : spread_json(sp.wake, 2)},
+          {"hot_line_ns", sp.hot_line.empty() ? ojson(nullptr) : spread_json(sp.hot_line, 3)},
+          {"after_sleep_line_ns",
+           sp.after_sleep_line.empty() ? ojson(nullptr) : spread_json(sp.after_sleep_line, 3)}};
 }
 
 ojson summary_json(const std::vector<RunFigures>& runs) {
@@ -1165,9 +1183,8 @@ std::string summary_header() {
   s << std::left << std::setw(26) << "configuration" << std::right << std::setw(5) << "runs"
     << std::setw(11) << "Mbit/s" << std::setw(9) << "cpu%" << std::setw(9) << "ticks%"
     << std::setw(10) << "us/KB" << std::setw(9) << "MAD" << std::setw(8) << "steal%" << std::setw(6)
-    << "redo" << std::setw(9)
-    << "IPI/seg" << std::setw(9) << "cs/seg" << std::setw(8) << "alu ns" << std::setw(8)
-    << "sys ns"
+    << "redo" << std::setw(9) << "IPI/seg" << std::setw(9) << "cs/seg" << std::setw(8) << "alu ns"
+    << std::setw(8) << "sys ns" << std::setw(8) << "line ns"
     << "  trace\n";
   return s.str();
 }
@@ -1204,7 +1221,8 @@ std::string summary_row(const ConfigResult& r) {
       << (w.context_switches ? fixed(*w.context_switches, 4) : "-");
     const SpeedSeries sp = speed_series(r.runs);
     s << std::setw(8) << (sp.alu.empty() ? "-" : fixed(spread(sp.alu).median, 3)) << std::setw(8)
-      << (sp.sys.empty() ? "-" : fixed(spread(sp.sys).median, 0));
+      << (sp.sys.empty() ? "-" : fixed(spread(sp.sys).median, 0)) << std::setw(8)
+      << (sp.after_sleep_line.empty() ? "-" : fixed(spread(sp.after_sleep_line).median, 1));
   }
   s << "  " << r.trace.status;
   if (!r.trace.reason.empty()) {
@@ -1367,6 +1385,7 @@ SpeedComparison speed_comparison(const ConfigResult& r, const std::filesystem::p
   };
   const std::optional<double> alu = row("alu_ns", sp.alu);
   row("wake_round_trip_us", sp.wake);
+  row("after_sleep_line_ns", sp.after_sleep_line);  // what a fixed rate pays after each halt
   return {s.str(), alu, alu_ratio};
 }
 

@@ -2,15 +2,18 @@
 
 #include "sim/measure_speed.hpp"
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <thread>
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <array>
-#include <chrono>
-#include <sstream>
-#include <thread>
 
 namespace skbsim::sim::measure {
 namespace {
@@ -86,6 +89,59 @@ std::optional<double> wake_probe_us(std::uint32_t a, std::uint32_t b) {
   return ok ? std::optional<double>(ns / kWakeRoundTrips / 1000.0) : std::nullopt;
 }
 
+// A cyclic chase through every cache line of a kLineChaseBytes buffer in a shuffled order. Each
+// load's address is the value the last one read, so neither the prefetcher nor out-of-order
+// execution hides where a line comes from: a pass takes what the lines' places in the cache cost.
+class LineChase {
+ public:
+  LineChase() : words_(kLineChaseBytes / sizeof(std::uint64_t)) {
+    std::vector<std::size_t> order(lines());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::shuffle(order.begin() + 1, order.end(), std::mt19937_64{42});  // one cycle from line 0
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      words_[order[i] * kWordsPerLine] = order[(i + 1) % order.size()] * kWordsPerLine;
+    }
+  }
+
+  // ns per line of one pass through the whole cycle.
+  double pass_ns() const {
+    std::uint64_t at = 0;
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < lines(); ++i) {
+      at = words_[at];
+    }
+    asm volatile("" : "+r"(at));  // the chase's end is used: the loads stay
+    return ns_since(t0) / static_cast<double>(lines());
+  }
+
+ private:
+  static constexpr std::size_t kLineBytes = 64;  // x86-64 and most arm64 cores
+  static constexpr std::size_t kWordsPerLine = kLineBytes / sizeof(std::uint64_t);
+  std::size_t lines() const { return words_.size() / kWordsPerLine; }
+
+  std::vector<std::uint64_t> words_;
+};
+
+double median_of(std::array<double, kLineSamples> v) {
+  std::nth_element(v.begin(), v.begin() + kLineSamples / 2, v.end());
+  return v[kLineSamples / 2];
+}
+
+// The lines probe on the calling thread's CPU: kLineSamples times a hot pass, a sleep of
+// kLineSleepUs and a pass right after it.
+void line_probe(const LineChase& chase, CpuSpeed& s) {
+  std::array<double, kLineSamples> hot{};
+  std::array<double, kLineSamples> after_sleep{};
+  chase.pass_ns();  // brings the buffer into this CPU's caches
+  for (int i = 0; i < kLineSamples; ++i) {
+    hot[i] = chase.pass_ns();
+    std::this_thread::sleep_for(std::chrono::microseconds(kLineSleepUs));
+    after_sleep[i] = chase.pass_ns();
+  }
+  s.hot_line_ns = median_of(hot);
+  s.after_sleep_line_ns = median_of(after_sleep);
+}
+
 template <typename Get>
 double mean_over(const std::map<std::uint32_t, CpuSpeed>& cpus, Get get) {
   double sum = 0;
@@ -105,10 +161,19 @@ double SpeedProbe::syscall_ns() const {
   return mean_over(cpus, [](const CpuSpeed& s) { return s.syscall_ns; });
 }
 
+double SpeedProbe::hot_line_ns() const {
+  return mean_over(cpus, [](const CpuSpeed& s) { return s.hot_line_ns; });
+}
+
+double SpeedProbe::after_sleep_line_ns() const {
+  return mean_over(cpus, [](const CpuSpeed& s) { return s.after_sleep_line_ns; });
+}
+
 SpeedProbe probe_speed(const std::vector<std::uint32_t>& cpus) {
   cpu_set_t original;
   const bool restore = pthread_getaffinity_np(pthread_self(), sizeof original, &original) == 0;
   SpeedProbe p;
+  const LineChase chase;
   std::vector<std::uint32_t> pinned;
   for (const std::uint32_t cpu : cpus) {
     if (!pin_to(cpu)) {
@@ -118,6 +183,7 @@ SpeedProbe probe_speed(const std::vector<std::uint32_t>& cpus) {
     CpuSpeed& s = p.cpus[cpu];
     s.alu_ns = alu_probe_ns();
     s.syscall_ns = syscall_probe_ns();
+    line_probe(chase, s);
   }
   if (pinned.size() >= 2) {
     p.wake_round_trip_us = wake_probe_us(pinned[0], pinned[1]);
@@ -134,6 +200,14 @@ double RunSpeed::alu_ns() const {
 
 double RunSpeed::syscall_ns() const {
   return (before.syscall_ns() + after.syscall_ns()) / 2;
+}
+
+double RunSpeed::hot_line_ns() const {
+  return (before.hot_line_ns() + after.hot_line_ns()) / 2;
+}
+
+double RunSpeed::after_sleep_line_ns() const {
+  return (before.after_sleep_line_ns() + after.after_sleep_line_ns()) / 2;
 }
 
 std::optional<double> RunSpeed::wake_round_trip_us() const {

@@ -13,9 +13,13 @@
 //            (on a PVM guest each one is a switch through the hypervisor);
 //   wake     a one-byte pipe ping-pong between two CPUs: a sleeping task woken from another CPU,
 //            try_to_wake_up(), the IPI, __schedule() — the path a paced stream pays per burst.
+//   lines    a chase through the cache lines of 256 KB, hot and right after a 1 ms sleep: what
+//            the host did with this vCPU's core while it halted (a paced stream halts between
+//            writes; a busy host leaves it cold caches). Recorded as context, never judged.
 // The downside: it is a sample of about 0.1 s on each side of a run, not the run itself; a speed
 // change in the middle of a run is not seen.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -27,7 +31,16 @@ namespace skbsim::sim::measure {
 struct CpuSpeed {
   double alu_ns = 0;      // ns per step of the multiply-add chain
   double syscall_ns = 0;  // ns per getppid() round trip
+  // ns per cache line of the chase: hot (just run) and in the pass right after a 1 ms sleep; the
+  // medians of kLineSamples of each. 0 when not probed (a file written before the probe had it).
+  double hot_line_ns = 0;
+  double after_sleep_line_ns = 0;
 };
+
+// The lines probe: the buffer it chases through, the sleep before each timed pass, the passes.
+inline constexpr std::size_t kLineChaseBytes = 256 * 1024;
+inline constexpr int kLineSleepUs = 1000;
+inline constexpr int kLineSamples = 9;
 
 struct SpeedProbe {
   std::map<std::uint32_t, CpuSpeed> cpus;
@@ -36,20 +49,25 @@ struct SpeedProbe {
   // Means over the CPUs (0 when none was probed).
   double alu_ns() const;
   double syscall_ns() const;
+  double hot_line_ns() const;
+  double after_sleep_line_ns() const;
 };
 
 // Runs the probes on each CPU of `cpus` (the calling thread is pinned to each in turn and its
 // affinity restored after), the wake-up probe between the first two. A CPU the thread cannot be
-// pinned to is left out. Takes about 30 ms per CPU plus 25 ms.
+// pinned to is left out. Takes about 40 ms per CPU plus 25 ms.
 SpeedProbe probe_speed(const std::vector<std::uint32_t>& cpus);
 
 // A run's probes: before it starts and after it ends.
 struct RunSpeed {
   SpeedProbe before;
   SpeedProbe after;
-  // The figures of the two sides together: means of alu_ns / syscall_ns, and of the wake-up.
+  // The figures of the two sides together: means of alu_ns / syscall_ns / the lines probe's, and
+  // of the wake-up.
   double alu_ns() const;
   double syscall_ns() const;
+  double hot_line_ns() const;
+  double after_sleep_line_ns() const;
   std::optional<double> wake_round_trip_us() const;
 };
 

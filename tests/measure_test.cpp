@@ -723,7 +723,7 @@ TEST(MeasureReport, RunsAndSummaryHaveTheWakeupAndPlacementCounters) {
   EXPECT_EQ(sum["cpus"]["0"]["non_idle_pct"]["median"], 50.0);
   EXPECT_FALSE(sum["cpus"]["0"]["per_segment"].contains("TLB"));  // not in /proc/interrupts
   EXPECT_NE(summary_header().find("IPI/seg   cs/seg"), std::string::npos);
-  EXPECT_NE(summary_row(r).find("  0.0500   0.1000       -       -  ok"), std::string::npos)
+  EXPECT_NE(summary_row(r).find("  0.0500   0.1000       -       -       -  ok"), std::string::npos)
       << summary_row(r);
 }
 
@@ -1334,7 +1334,14 @@ TEST(MeasureSpeed, ProbeTimesEveryCpuItCanBePinnedToAndRestoresAffinity) {
     EXPECT_GT(s.alu_ns, 0.05) << cpu;  // 5 M dependent multiply-adds cannot take under 0.25 ms
     EXPECT_LT(s.alu_ns, 1000) << cpu;
     EXPECT_GT(s.syscall_ns, 1) << cpu;
+    // 4 096 dependent loads a pass: above 0.1 ns each at any clock, under 10 µs even from
+    // memory on a slow host; the pass after a sleep is never timed as nothing.
+    EXPECT_GT(s.hot_line_ns, 0.1) << cpu;
+    EXPECT_LT(s.hot_line_ns, 10'000) << cpu;
+    EXPECT_GT(s.after_sleep_line_ns, 0.1) << cpu;
+    EXPECT_LT(s.after_sleep_line_ns, 10'000) << cpu;
   }
+  EXPECT_GT(p.after_sleep_line_ns(), 0);
   EXPECT_EQ(p.wake_round_trip_us.has_value(), cpus.size() - 1 >= 2);
   if (p.wake_round_trip_us) {
     EXPECT_GT(*p.wake_round_trip_us, 0.1);
@@ -1438,6 +1445,62 @@ TEST(MeasureReport, SpeedProbesRunsSetAsideAndTheYardstickAreRecorded) {
   const std::string near = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_NE(near.find("median +4.2% over 1 configuration"), std::string::npos) << near;
   EXPECT_EQ(near.find("this machine ran"), std::string::npos) << near;
+}
+
+// The lines probe (docs/measure.md, "Work after a sleep") is recorded beside the others, per CPU,
+// per run and in the summary, as null where a probe lacks it; --compare puts it beside the
+// figures as context when the set has it, and never counts it.
+TEST(MeasureReport, LinesProbeIsRecordedAndComparedAsContextOnly) {
+  ConfigResult r = sample_result(Topology::kDirect);
+  for (RunFigures& f : r.runs) {
+    f.speed = RunSpeed{.before = probe_of(1.2, 1000, 24), .after = probe_of(1.2, 1000, 24)};
+    for (auto* side : {&f.speed->before, &f.speed->after}) {
+      side->cpus[0].hot_line_ns = 4;
+      side->cpus[0].after_sleep_line_ns = 20;
+      side->cpus[1].hot_line_ns = 6;
+      side->cpus[1].after_sleep_line_ns = 40;
+    }
+  }
+  ConfigResult unprobed = r;
+  unprobed.runs.front().speed =
+      RunSpeed{.before = probe_of(1.2, 1000, 24), .after = probe_of(1.2, 1000, 24)};
+  const nlohmann::ordered_json j = measurement_json(sample_context(), r);
+  EXPECT_EQ(j["runs"][0]["speed"]["before"]["cpus"][1]["after_sleep_line_ns"], 40.0);
+  EXPECT_EQ(j["runs"][0]["speed"]["hot_line_ns"], 5.0);  // means over the CPUs and the sides
+  EXPECT_EQ(j["runs"][0]["speed"]["after_sleep_line_ns"], 30.0);
+  EXPECT_EQ(j["summary"]["speed"]["after_sleep_line_ns"]["median"], 30.0);
+  const nlohmann::ordered_json u = measurement_json(sample_context(), unprobed);
+  EXPECT_TRUE(u["runs"][0]["speed"]["after_sleep_line_ns"].is_null());
+  EXPECT_TRUE(u["runs"][0]["speed"]["before"]["cpus"][0]["hot_line_ns"].is_null());
+  EXPECT_EQ(u["summary"]["speed"]["after_sleep_line_ns"]["n"], r.runs.size() - 1);
+  EXPECT_NE(summary_header().find("sys ns line ns  trace"), std::string::npos);
+  EXPECT_NE(summary_row(r).find("    1000    30.0  "), std::string::npos) << summary_row(r);
+  for (RunFigures& f : unprobed.runs) {
+    f.speed = RunSpeed{.before = probe_of(1.2, 1000, 24), .after = probe_of(1.2, 1000, 24)};
+  }
+  EXPECT_NE(summary_row(unprobed).find("    1000       -  "), std::string::npos)
+      << summary_row(unprobed);
+
+  TempDir tmp;
+  std::ofstream(tmp.path() / (r.config.name() + ".json"))
+      << R"({"reference": {"service_demand_us_per_kb": 1.0}})";
+  fs::create_directories(tmp.path() / "measurements");
+  const auto set_speed = [&](const char* speed) {
+    std::ofstream(tmp.path() / "measurements" / (r.config.name() + ".json")) << speed;
+  };
+  set_speed(R"({"summary": {"speed": {"alu_ns": {"median": 1.2}}}})");  // a set from before it
+  bool ok = false;
+  std::string text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
+  EXPECT_EQ(text.find("after_sleep_line_ns"), std::string::npos) << text;
+  // Twice the set's: a host that leaves this vCPU's caches colder is context, not a miss.
+  set_speed(R"({"summary": {"speed": {"alu_ns": {"median": 1.2},
+                                      "after_sleep_line_ns": {"median": 15.0}}}})");
+  text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
+  EXPECT_TRUE(ok) << text;
+  EXPECT_NE(
+      text.find("speed probe after_sleep_line_ns      15.000      30.000   +100.0%  (context)"),
+      std::string::npos)
+      << text;
 }
 
 // --compare at the set's speed: a campaign whose speed probe's ALU step took a quarter longer than
