@@ -1501,6 +1501,28 @@ TEST(MeasureReport, LinesProbeIsRecordedAndComparedAsContextOnly) {
       text.find("speed probe after_sleep_line_ns      15.000      30.000   +100.0%  (context)"),
       std::string::npos)
       << text;
+
+  // scripts/lines-probe.sh reads such files: a service demand that rises run by run with the lines
+  // after a sleep correlates +1 with them, and not at all with an ALU step that holds.
+  ASSERT_GE(r.runs.size(), 3U);
+  for (std::size_t i = 0; i < r.runs.size(); ++i) {
+    r.runs[i].service_demand_us_per_kb = 1.0 + 0.1 * static_cast<double>(i);
+    for (auto* side : {&r.runs[i].speed->before, &r.runs[i].speed->after}) {
+      for (auto& [cpu, c] : side->cpus) {
+        c.after_sleep_line_ns = 10.0 + 5.0 * static_cast<double>(i);
+      }
+    }
+  }
+  std::ofstream(tmp.path() / "m.json") << measurement_json(sample_context(), r).dump();
+  const auto script = skbsim::testing::run_batch(
+      "bash", kSource, {{"scripts/lines-probe.sh", (tmp.path() / "m.json").string()}});
+  ASSERT_EQ(script[0].exit_code, 0) << script[0].err;
+  EXPECT_NE(script[0].out.find("m: 3 runs; service demand median 1.1000 us/KB (1..1.2)\n"
+                               "  after_sleep_line_ns median 15.00 (10..20): Pearson +1.00, "
+                               "Spearman +1.00\n"
+                               "  alu_ns              median 1.2000 (1.2..1.2): Pearson +0.00, "),
+            std::string::npos)
+      << script[0].out;
 }
 
 // --compare at the set's speed: a campaign whose speed probe's ALU step took a quarter longer than
