@@ -1346,10 +1346,12 @@ ojson committed_summary(const std::filesystem::path& measurement) {
 
 // The speed probe now against the committed measurement's (summary.speed medians): its lines, a
 // line per figure, not counted in `all_within` (the context for the figures that follow), and the
-// ALU step's difference in percent. Empty when either side has no probe.
+// ALU step's and the lines after a sleep's differences in percent. Empty when either side has no
+// probe.
 struct SpeedComparison {
   std::string text;
   std::optional<double> alu_diff_pct;
+  std::optional<double> after_sleep_diff_pct;
   std::optional<double> alu_ratio;  // the ALU step now over the set's (above 1: slower now)
 };
 
@@ -1385,8 +1387,9 @@ SpeedComparison speed_comparison(const ConfigResult& r, const std::filesystem::p
   };
   const std::optional<double> alu = row("alu_ns", sp.alu);
   row("wake_round_trip_us", sp.wake);
-  row("after_sleep_line_ns", sp.after_sleep_line);  // what a fixed rate pays after each halt
-  return {s.str(), alu, alu_ratio};
+  // what a fixed rate pays after each halt (docs/measure.md, "Work after a sleep")
+  const std::optional<double> after_sleep = row("after_sleep_line_ns", sp.after_sleep_line);
+  return {s.str(), alu, after_sleep, alu_ratio};
 }
 
 // A median as it would have been at the set's speed: `ratio` is the ALU step now over the set's.
@@ -1616,7 +1619,9 @@ struct CompareTally {
   int within = 0;
   int with_range = 0;             // of those beyond, how many have their committed runs' min..max
   int inside_range = 0;           // and how many lie within it
-  std::vector<double> alu_diffs;  // the speed probe's ALU step against the set's, per configuration
+  // The speed probe's ALU step and lines after a sleep against the set's, per configuration.
+  std::vector<double> alu_diffs;
+  std::vector<double> after_sleep_diffs;
   // The same medians adjusted to the set's speed (speed_adjusted), for configurations with a probe
   // on both sides.
   SpeedAdjustedTally adjusted;
@@ -1671,6 +1676,9 @@ std::string compare_configuration(const ConfigResult& r, const std::filesystem::
   s << speed.text;
   if (speed.alu_diff_pct) {
     t.alu_diffs.push_back(*speed.alu_diff_pct);
+  }
+  if (speed.after_sleep_diff_pct) {
+    t.after_sleep_diffs.push_back(*speed.after_sleep_diff_pct);
   }
   const ojson runs = committed_summary(measurement);
   for (std::size_t i = 0; i < now.size(); ++i) {
@@ -1737,24 +1745,27 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
   // Each figure's spread of differences over the configurations, then the verdict with the
   // count and what went beyond.
   std::size_t compared = 0;
-  for (std::size_t i = 0; i < t.by_figure.size(); ++i) {
-    const std::vector<double>& d = t.by_figure[i];
-    if (d.empty()) {
-      continue;
-    }
-    compared += d.size();
+  // "<what>: -1.0% to +2.0%, median +0.5% over 3 configurations<suffix>"
+  const auto spread_line = [&s](const std::string& what, const std::vector<double>& d,
+                                const char* suffix) {
     const auto [lo, hi] = std::minmax_element(d.begin(), d.end());
-    s << kCompareFigures[i] << ": " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
+    s << what << ": " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
       << signed_pct(spread(d).median) << " over " << d.size() << " configuration"
-      << (d.size() == 1 ? "" : "s") << "\n";
+      << (d.size() == 1 ? "" : "s") << suffix << "\n";
+  };
+  for (std::size_t i = 0; i < t.by_figure.size(); ++i) {
+    if (!t.by_figure[i].empty()) {
+      compared += t.by_figure[i].size();
+      spread_line(kCompareFigures[i], t.by_figure[i], "");
+    }
   }
   std::optional<double> alu_median;
   if (!t.alu_diffs.empty()) {
     alu_median = spread(t.alu_diffs).median;
-    const auto [lo, hi] = std::minmax_element(t.alu_diffs.begin(), t.alu_diffs.end());
-    s << "speed probe alu_ns: " << signed_pct(*lo) << " to " << signed_pct(*hi) << ", median "
-      << signed_pct(*alu_median) << " over " << t.alu_diffs.size() << " configuration"
-      << (t.alu_diffs.size() == 1 ? "" : "s") << " (context)\n";
+    spread_line("speed probe alu_ns", t.alu_diffs, " (context)");
+  }
+  if (!t.after_sleep_diffs.empty()) {
+    spread_line("speed probe after_sleep_line_ns", t.after_sleep_diffs, " (context)");
   }
   const bool adjusted_judged = judged_at_set_speed(t.adjusted, compared, judge_speed_adjusted);
   const bool raw_within = t.beyond.empty();

@@ -1501,6 +1501,10 @@ TEST(MeasureReport, LinesProbeIsRecordedAndComparedAsContextOnly) {
       text.find("speed probe after_sleep_line_ns      15.000      30.000   +100.0%  (context)"),
       std::string::npos)
       << text;
+  EXPECT_NE(text.find("\nspeed probe after_sleep_line_ns: +100.0% to +100.0%, median +100.0% "
+                      "over 1 configuration (context)\n"),
+            std::string::npos)
+      << text;
 
   // scripts/lines-probe.sh reads such files: a service demand that rises run by run with the lines
   // after a sleep correlates +1 with them, and not at all with an ALU step that holds.
