@@ -38,7 +38,7 @@ struct CpuSpeed {
 };
 
 // The lines probe: the buffer it chases through, the sleep before each timed pass, the passes.
-inline constexpr std::size_t kLineChaseBytes = 256 * 1024;
+inline constexpr std::size_t kLineChaseBytes = std::size_t{256} * 1024;
 inline constexpr int kLineSleepUs = 1000;
 inline constexpr int kLineSamples = 9;
 
