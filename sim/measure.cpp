@@ -1103,8 +1103,8 @@ std::string summary_of(const Session& ss, const std::vector<ConfigResult>& resul
   std::string summary = "skbsim measure on " + measure::machine_line(ss.ctx.machine) + "\n";
   summary += "runs of " + std::to_string(ss.settings.duration_s) +
              " s; cpu% = non-idle time of all CPUs, ticks% = tick-sampled busy fields; us/KB = "
-             "non-idle service demand (median, MAD); line ns = the speed probe's cache line right "
-             "after a 1 ms sleep\n";
+             "non-idle service demand (median, MAD); line ns = the speed probe's ns per cache line "
+             "right after a 1 ms sleep (the vCPU halted)\n";
   summary += measure::summary_header();
   for (const ConfigResult& r : results) {
     summary += measure::summary_row(r);

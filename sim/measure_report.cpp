@@ -559,7 +559,8 @@ ojson tcpext_summary_json(const std::vector<RunFigures>& runs) {
   return out;
 }
 
-// The speed probe's figures of the runs that have one (wake: of those that have it too).
+// The speed probe's figures of the runs that have one (wake and the lines: of those that have
+// them too).
 struct SpeedSeries {
   std::vector<double> alu;
   std::vector<double> sys;

@@ -7,15 +7,16 @@
 // guest does not see. The probe gives each run a yardstick taken on the same CPUs within a second
 // of it, so two campaigns can be told apart by speed rather than by guesswork.
 //
-// Three probes, each timed with CLOCK_MONOTONIC (wall time: a vCPU taken away shows as slow):
+// Four probes, each timed with CLOCK_MONOTONIC (wall time: a vCPU taken away shows as slow):
 //   alu      a dependent multiply-add chain, pure core speed and preemption;
 //   syscall  getppid() round trips, the user/kernel switch a virtual machine may make expensive
 //            (on a PVM guest each one is a switch through the hypervisor);
 //   wake     a one-byte pipe ping-pong between two CPUs: a sleeping task woken from another CPU,
 //            try_to_wake_up(), the IPI, __schedule() — the path a paced stream pays per burst.
-//   lines    a chase through the cache lines of 256 KB, hot and right after a 1 ms sleep: what
-//            the host did with this vCPU's core while it halted (a paced stream halts between
-//            writes; a busy host leaves it cold caches). Recorded as context, never judged.
+//   lines    a chase through the cache lines of 256 KB, hot and right after a 1 ms sleep, longer
+//            than KVM's halt polling: how cold the caches are when a halted vCPU runs again (the
+//            host ran other work on its core, woke it on another core, or let the core sleep
+//            deeply), as a paced stream meets them after each write. Context, never judged.
 // The downside: it is a sample of about 0.1 s on each side of a run, not the run itself; a speed
 // change in the middle of a run is not seen.
 
@@ -32,7 +33,7 @@ struct CpuSpeed {
   double alu_ns = 0;      // ns per step of the multiply-add chain
   double syscall_ns = 0;  // ns per getppid() round trip
   // ns per cache line of the chase: hot (just run) and in the pass right after a 1 ms sleep; the
-  // medians of kLineSamples of each. 0 when not probed (a file written before the probe had it).
+  // medians of kLineSamples of each. 0 when not probed.
   double hot_line_ns = 0;
   double after_sleep_line_ns = 0;
 };
@@ -40,7 +41,7 @@ struct CpuSpeed {
 // The lines probe: the buffer it chases through, the sleep before each timed pass, the passes.
 inline constexpr std::size_t kLineChaseBytes = std::size_t{256} * 1024;
 inline constexpr int kLineSleepUs = 1000;
-inline constexpr int kLineSamples = 9;
+inline constexpr int kLineSamples = 9;  // odd: the median is one of them
 
 struct SpeedProbe {
   std::map<std::uint32_t, CpuSpeed> cpus;

@@ -1447,10 +1447,8 @@ TEST(MeasureReport, SpeedProbesRunsSetAsideAndTheYardstickAreRecorded) {
   EXPECT_EQ(near.find("this machine ran"), std::string::npos) << near;
 }
 
-// The lines probe (docs/measure.md, "Work after a sleep") is recorded beside the others, per CPU,
-// per run and in the summary, as null where a probe lacks it; --compare puts it beside the
-// figures as context when the set has it, and never counts it.
-TEST(MeasureReport, LinesProbeIsRecordedAndComparedAsContextOnly) {
+// A result whose runs carry the lines probe: 4 and 20 ns on CPU 0, 6 and 40 on CPU 1, both sides.
+ConfigResult lines_probed_result() {
   ConfigResult r = sample_result(Topology::kDirect);
   for (RunFigures& f : r.runs) {
     f.speed = RunSpeed{.before = probe_of(1.2, 1000, 24), .after = probe_of(1.2, 1000, 24)};
@@ -1461,6 +1459,15 @@ TEST(MeasureReport, LinesProbeIsRecordedAndComparedAsContextOnly) {
       side->cpus[1].after_sleep_line_ns = 40;
     }
   }
+  return r;
+}
+
+// The lines probe (docs/measure.md, "Work after a sleep") is recorded beside the others, per CPU,
+// per run and in the summary, as null where a probe lacks it; --compare puts it beside the
+// figures as context when the set has it. It never counts: not in the verdict, as measured or at
+// the set's speed, and not in judging a run's speed.
+TEST(MeasureReport, LinesProbeIsRecordedAndComparedAsContextOnly) {
+  ConfigResult r = lines_probed_result();
   ConfigResult unprobed = r;
   unprobed.runs.front().speed =
       RunSpeed{.before = probe_of(1.2, 1000, 24), .after = probe_of(1.2, 1000, 24)};
@@ -1480,6 +1487,16 @@ TEST(MeasureReport, LinesProbeIsRecordedAndComparedAsContextOnly) {
   }
   EXPECT_NE(summary_row(unprobed).find("    1000       -  "), std::string::npos)
       << summary_row(unprobed);
+  // A side without the probe does not halve the run's figure.
+  RunSpeed one_side = *r.runs.front().speed;
+  one_side.after = probe_of(1.2, 1000, 24);
+  EXPECT_DOUBLE_EQ(one_side.after_sleep_line_ns(), 30.0);
+  // Caches a thousand times colder than the best seen do not make a run slow.
+  SpeedYardstick best;
+  best.add(probe_of(1.2, 1000, 24));
+  RunSpeed cold = *r.runs.front().speed;
+  cold.after.cpus[0].after_sleep_line_ns = 30'000;
+  EXPECT_EQ(unsteady_reason(cold, best), "");
 
   TempDir tmp;
   std::ofstream(tmp.path() / (r.config.name() + ".json"))
@@ -1492,41 +1509,52 @@ TEST(MeasureReport, LinesProbeIsRecordedAndComparedAsContextOnly) {
   bool ok = false;
   std::string text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
   EXPECT_EQ(text.find("after_sleep_line_ns"), std::string::npos) << text;
-  // Twice the set's: a host that leaves this vCPU's caches colder is context, not a miss.
+  // Twice the set's: a host that leaves this vCPU's caches colder is context, not a miss, as
+  // measured or at the set's speed.
   set_speed(R"({"summary": {"speed": {"alu_ns": {"median": 1.2},
                                       "after_sleep_line_ns": {"median": 15.0}}}})");
-  text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
-  EXPECT_TRUE(ok) << text;
-  EXPECT_NE(
-      text.find("speed probe after_sleep_line_ns      15.000      30.000   +100.0%  (context)"),
-      std::string::npos)
-      << text;
-  EXPECT_NE(text.find("\nspeed probe after_sleep_line_ns: +100.0% to +100.0%, median +100.0% "
-                      "over 1 configuration (context)\n"),
-            std::string::npos)
-      << text;
+  for (const bool at_set_speed : {false, true}) {
+    ok = false;
+    text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok, at_set_speed);
+    EXPECT_TRUE(ok) << text;
+    EXPECT_NE(text.find("(1 of 1 medians within)"), std::string::npos) << text;
+    EXPECT_NE(
+        text.find("speed probe after_sleep_line_ns      15.000      30.000   +100.0%  (context)"),
+        std::string::npos)
+        << text;
+    EXPECT_NE(text.find("\nspeed probe after_sleep_line_ns: +100.0% to +100.0%, median +100.0% "
+                        "over 1 configuration (context)\n"),
+              std::string::npos)
+        << text;
+  }
+}
 
-  // scripts/lines-probe.sh reads such files: a service demand that rises run by run with the lines
-  // after a sleep correlates +1 with them, and not at all with an ALU step that holds.
-  ASSERT_GE(r.runs.size(), 3U);
+// scripts/lines-probe.sh reads measurement files as measure writes them: a service demand that
+// rises run by run with the lines after a sleep correlates +1 with them; an ALU step that holds
+// has no correlation to give (n/a, not a rank order of ties).
+TEST(MeasureReport, LinesProbeScriptCorrelatesTheRuns) {
+  ConfigResult r = lines_probed_result();
+  ASSERT_EQ(r.runs.size(), 3U);
   for (std::size_t i = 0; i < r.runs.size(); ++i) {
     r.runs[i].service_demand_us_per_kb = 1.0 + 0.1 * static_cast<double>(i);
     for (auto* side : {&r.runs[i].speed->before, &r.runs[i].speed->after}) {
-      for (auto& [cpu, c] : side->cpus) {
-        c.after_sleep_line_ns = 10.0 + 5.0 * static_cast<double>(i);
-      }
+      side->cpus[0].after_sleep_line_ns = 10.0 + 5.0 * static_cast<double>(i);
+      side->cpus[1].after_sleep_line_ns = 5.0 + 5.0 * static_cast<double>(i);
     }
   }
+  TempDir tmp;
   std::ofstream(tmp.path() / "m.json") << measurement_json(sample_context(), r).dump();
   const auto script = skbsim::testing::run_batch(
       "bash", kSource, {{"scripts/lines-probe.sh", (tmp.path() / "m.json").string()}});
   ASSERT_EQ(script[0].exit_code, 0) << script[0].err;
-  EXPECT_NE(script[0].out.find("m: 3 runs; service demand median 1.1000 us/KB (1..1.2)\n"
-                               "  after_sleep_line_ns median 15.00 (10..20): Pearson +1.00, "
-                               "Spearman +1.00\n"
-                               "  alu_ns              median 1.2000 (1.2..1.2): Pearson +0.00, "),
-            std::string::npos)
-      << script[0].out;
+  // CPU 1's first pass after a sleep (5 ns against its hot 6) is within 1.5x of hot, on both
+  // sides of the first run; CPU 0's (10 against 4) is not.
+  EXPECT_EQ(script[0].out,
+            "m: 3 runs; service demand median 1.1000 us/KB (1..1.2)\n"
+            "  after_sleep_line_ns median 12.5 (7.5..17.5): Pearson +1.00, Spearman +1.00\n"
+            "  alu_ns              median 1.2 (1.2..1.2): Pearson n/a, Spearman n/a\n"
+            "  hot_line_ns         median 5 (5..5)\n"
+            "  CPU-sides after a sleep within 1.5x their hot pass: 2 of 12\n");
 }
 
 // --compare at the set's speed: a campaign whose speed probe's ALU step took a quarter longer than
