@@ -1356,41 +1356,46 @@ struct SpeedComparison {
   std::optional<double> alu_ratio;  // the ALU step now over the set's (above 1: slower now)
 };
 
-SpeedComparison speed_comparison(const ConfigResult& r, const std::filesystem::path& measurement) {
-  ojson committed;
-  try {
-    std::ifstream in(measurement);
-    committed = in ? ojson::parse(in).value("/summary/speed"_json_pointer, ojson()) : ojson();
-  } catch (const std::exception&) {
-    return {};
-  }
+// `committed` is the measurement file's summary (committed_summary).
+SpeedComparison speed_comparison(const ConfigResult& r, const ojson& committed_runs) {
+  const ojson committed =
+      committed_runs.is_object() ? committed_runs.value("speed", ojson()) : ojson();
   if (!committed.is_object()) {
     return {};
   }
   const SpeedSeries sp = speed_series(r.runs);
   std::ostringstream s;
-  std::optional<double> alu_ratio;
-  const auto row = [&](const char* key, const std::vector<double>& now) -> std::optional<double> {
+  struct Medians {
+    double was;
+    double is;
+  };
+  // A figure's row when both sides have it; its medians, the set's and now.
+  const auto row = [&](const char* key, const std::vector<double>& now) -> std::optional<Medians> {
     const ojson& c = committed.value(key, ojson());
     if (now.empty() || !c.is_object() || !c.value("median", ojson()).is_number()) {
       return std::nullopt;
     }
-    const double was = c["median"].get<double>();
-    const double is = spread(now).median;
-    const double diff = diff_pct(is, was);
-    if (std::string_view(key) == "alu_ns" && was > 0 && is > 0) {
-      alu_ratio = is / was;
-    }
+    const Medians m{c["median"].get<double>(), spread(now).median};
     s << std::left << std::setw(28) << r.config.name() << std::setw(26)
-      << (std::string("speed probe ") + key) << std::right << std::setw(12) << fixed(was, 3)
-      << std::setw(12) << fixed(is, 3) << std::setw(10) << signed_pct(diff) << "  (context)\n";
-    return diff;
+      << (std::string("speed probe ") + key) << std::right << std::setw(12) << fixed(m.was, 3)
+      << std::setw(12) << fixed(m.is, 3) << std::setw(10) << signed_pct(diff_pct(m.is, m.was))
+      << "  (context)\n";
+    return m;
   };
-  const std::optional<double> alu = row("alu_ns", sp.alu);
+  SpeedComparison out;
+  if (const auto alu = row("alu_ns", sp.alu)) {
+    out.alu_diff_pct = diff_pct(alu->is, alu->was);
+    if (alu->was > 0 && alu->is > 0) {
+      out.alu_ratio = alu->is / alu->was;
+    }
+  }
   row("wake_round_trip_us", sp.wake);
   // what a fixed rate pays after each halt (docs/measure.md, "Work after a sleep")
-  const std::optional<double> after_sleep = row("after_sleep_line_ns", sp.after_sleep_line);
-  return {s.str(), alu, after_sleep, alu_ratio};
+  if (const auto lines = row("after_sleep_line_ns", sp.after_sleep_line)) {
+    out.after_sleep_diff_pct = diff_pct(lines->is, lines->was);
+  }
+  out.text = s.str();
+  return out;
 }
 
 // A median as it would have been at the set's speed: `ratio` is the ALU step now over the set's.
@@ -1672,8 +1677,9 @@ std::string compare_configuration(const ConfigResult& r, const std::filesystem::
       spread(each(r.runs, [](auto& f) { return f.throughput_mbps; })).median,
       spread(each(r.runs, [](auto& f) { return f.cpu.non_idle_pct; })).median,
       spread(each(r.runs, [](auto& f) { return f.service_demand_us_per_kb; })).median};
-  const std::filesystem::path measurement = dir / "measurements" / (name + ".json");
-  const SpeedComparison speed = speed_comparison(r, measurement);
+  // The set's measurement file, read once: the speed probe's medians and the runs' ranges.
+  const ojson runs = committed_summary(dir / "measurements" / (name + ".json"));
+  const SpeedComparison speed = speed_comparison(r, runs);
   s << speed.text;
   if (speed.alu_diff_pct) {
     t.alu_diffs.push_back(*speed.alu_diff_pct);
@@ -1681,7 +1687,6 @@ std::string compare_configuration(const ConfigResult& r, const std::filesystem::
   if (speed.after_sleep_diff_pct) {
     t.after_sleep_diffs.push_back(*speed.after_sleep_diff_pct);
   }
-  const ojson runs = committed_summary(measurement);
   for (std::size_t i = 0; i < now.size(); ++i) {
     const char* key = kCompareFigures[i];
     const double value = now[i];
