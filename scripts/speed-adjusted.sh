@@ -3,7 +3,7 @@
 # set's speed, as `--at-set-speed` counts them (docs/measure.md, "At the set's speed"): for reading
 # the comparisons committed before the count was printed.
 #
-#   bash scripts/speed-adjusted.sh FILE...   (summary.txt, reproduced*.txt of the measured sets)
+#   bash scripts/speed-adjusted.sh FILE...   (summary.txt, [previous-set-]reproduced*.txt)
 #
 # One line per comparison block ("compared with ..." to its verdict) with a configuration whose
 # speed probe is on both sides: the median of the ALU step's ratio (now over the set's), and how
