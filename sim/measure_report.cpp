@@ -1356,10 +1356,10 @@ struct SpeedComparison {
   std::optional<double> alu_ratio;  // the ALU step now over the set's (above 1: slower now)
 };
 
-// `committed` is the measurement file's summary (committed_summary).
-SpeedComparison speed_comparison(const ConfigResult& r, const ojson& committed_runs) {
-  const ojson committed =
-      committed_runs.is_object() ? committed_runs.value("speed", ojson()) : ojson();
+// `set_summary` is the measurement file's summary (committed_summary), its "speed" the probe's
+// medians.
+SpeedComparison speed_comparison(const ConfigResult& r, const ojson& set_summary) {
+  const ojson committed = set_summary.is_object() ? set_summary.value("speed", ojson()) : ojson();
   if (!committed.is_object()) {
     return {};
   }
