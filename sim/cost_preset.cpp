@@ -50,11 +50,12 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   p.name_ = root.child("name").string();
   (void)root.string_or("description", "");
   const JsonReader cpu = root.child("cpu");
-  cpu.reject_unknown_keys(
-      {"model", "clock_ghz", "copy_bytes_per_ns", "copy_to_user_bytes_per_ns", "csum_bytes_per_ns",
-       "fused_bytes_per_ns", "page_ref_cycles", "idle_wake_us", "idle_wake_blocked_us",
-       "halt_poll_max_us", "idle_wake_spread", "idle_poll_us", "idle_poll_wake_us", "syscall_us",
-       "ipi_send_us", "ipi_send_blocked_us", "idle_exit_blocked_us", "idle_period_us"});
+  cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "copy_to_user_bytes_per_ns",
+                           "csum_bytes_per_ns", "fused_bytes_per_ns", "page_ref_cycles",
+                           "idle_wake_us", "idle_wake_blocked_us", "halt_poll_max_us",
+                           "idle_wake_spread", "idle_poll_us", "idle_poll_wake_us", "syscall_us",
+                           "ipi_send_us", "ipi_send_blocked_us", "idle_exit_blocked_us",
+                           "idle_period_us", "skb_handover_ns"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
@@ -108,6 +109,10 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   }
   if (const auto w = cpu.optional_child("idle_period_us")) {
     p.idle_period_us_ = valued(*w, 0, 1000);
+  }
+  if (const auto w = cpu.optional_child("skb_handover_ns")) {
+    const ParamBounds b = p.bounds("skb_handover_ns");
+    p.skb_handover_ns_ = valued(*w, b.lo, b.hi);
   }
   if (const auto w = cpu.optional_child("idle_exit_blocked_us")) {
     const ParamBounds b = p.bounds("idle_exit_blocked_us");
@@ -202,6 +207,7 @@ CostModel CostPreset::model() const {
   m.call_ps[index(Sym::kIdleExit)] = m.idle_exit_blocked_ps;
   m.idle_period_ps = std::llround(idle_period_us_ * 1e6);
   m.call_ps[index(Sym::kScheduleIdle)] = m.idle_period_ps;
+  m.skb_handover_ps = std::llround(skb_handover_ns_ * 1e3);
   return m;
 }
 
@@ -219,7 +225,7 @@ bool CostPreset::has_param(const std::string& param) const {
   return param == "call_scale" || param == "copy_bytes_per_ns" ||
          param == "copy_to_user_bytes_per_ns" || param == "csum_bytes_per_ns" ||
          param == "fused_bytes_per_ns" || param == "page_ref_cycles" ||
-         param == "idle_exit_blocked_us";
+         param == "idle_exit_blocked_us" || param == "skb_handover_ns";
 }
 
 double CostPreset::get(const std::string& param) const {
@@ -243,6 +249,9 @@ double CostPreset::get(const std::string& param) const {
   }
   if (param == "idle_exit_blocked_us") {
     return idle_exit_blocked_us_;
+  }
+  if (param == "skb_handover_ns") {
+    return skb_handover_ns_;
   }
   if (param.rfind(kGroupPrefix, 0) == 0) {
     const auto it = group_scales_.find(param.substr(kGroupPrefix.size()));
@@ -286,6 +295,11 @@ void CostPreset::set(const std::string& param, double v) {
     idle_exit_blocked_us_ = v;
     put("cpu", "idle_exit_blocked_us", v,
         "fitted by skbsim calibrate: the time each end of an idle period costs");
+  } else if (param == "skb_handover_ns") {
+    skb_handover_ns_ = v;
+    put("cpu", "skb_handover_ns", v,
+        "set by skbsim: what a CPU spends the first time it works on an skb another CPU worked "
+        "on last");
   } else if (param.rfind(kGroupPrefix, 0) == 0) {
     const std::string group = param.substr(kGroupPrefix.size());
     group_scales_[group] = v;
@@ -315,6 +329,9 @@ ParamBounds CostPreset::bounds(const std::string& param) const {
   }
   if (param == "idle_exit_blocked_us") {
     return {0, 1000};
+  }
+  if (param == "skb_handover_ns") {
+    return {0, 10000};  // up to 10 us: far beyond any cache line's trip between two CPUs
   }
   return {0, 1e6};
 }

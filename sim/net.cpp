@@ -198,7 +198,7 @@ Softnet& Net::softnet(ExecCtx& ctx) { return host_of(ctx).softnet.at(ctx.cpu().i
 
 void Net::charge(ExecCtx& ctx, const Skb* skb, const Work& w) {
   if (skb != nullptr) {
-    ctx.ledger().record(w, skb->traced(), skb->id());
+    ops::record_skb_work(ctx.ledger(), static_cast<std::uint16_t>(ctx.cpu().index()), *skb, w);
   } else {
     ctx.ledger().record(w);
   }

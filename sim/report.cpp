@@ -238,6 +238,7 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
     per["bytes_copied"] = round_to(static_cast<double>(h.total.bytes_copied()) / segs, 3);
     per["bytes_checksummed"] = round_to(static_cast<double>(h.total.bytes_checksummed()) / segs, 3);
     per["allocs"] = round_to(static_cast<double>(h.total.allocs) / segs, 4);
+    per["skb_handovers"] = round_to(static_cast<double>(h.total.handovers) / segs, 4);
     per["cycles"] = round_to(static_cast<double>(h.total.cost_ps) * ghz / 1000.0 / segs, 2);
     for (std::size_t i = 0; i < kSymCount; ++i) {
       const LedgerCell& c = h.cells[i];

@@ -12,6 +12,7 @@ void LedgerCell::add(const LedgerCell& o) noexcept {
   alloc_bytes += o.alloc_bytes;
   frees += o.frees;
   free_bytes += o.free_bytes;
+  handovers += o.handovers;
   cost_ps += o.cost_ps;
 }
 
@@ -25,6 +26,7 @@ void LedgerCell::subtract(const LedgerCell& o) noexcept {
   alloc_bytes -= o.alloc_bytes;
   frees -= o.frees;
   free_bytes -= o.free_bytes;
+  handovers -= o.handovers;
   cost_ps -= o.cost_ps;
 }
 

@@ -22,7 +22,7 @@ constexpr std::uint32_t align_up(std::uint32_t x, std::uint32_t a) noexcept {
 bool is_v2620(const OpCtx& ctx) noexcept { return ctx.kernel.version == KernelVersion::k2_6_20; }
 
 void record(OpCtx& ctx, const Skb& skb, const Work& w) {
-  ctx.ledger.record(w, skb.traced(), skb.id());
+  record_skb_work(ctx.ledger, ctx.cpu, skb, w);
 }
 
 void require_live(const Skb& skb, Sym op) {
@@ -272,6 +272,7 @@ Skb* alloc_skb_impl(OpCtx& ctx, std::uint32_t size, bool fclone) {
   E::end(*skb) = hs.end;
   E::truesize(*skb) = k.skb_truesize(hs.end);
   skb->alloc_cpu = ctx.cpu;
+  skb->touch_cpu = ctx.cpu;
   return skb;
 }
 
@@ -404,6 +405,7 @@ Skb* clone(OpCtx& ctx, Skb& skb) {
                       skb.traced(), skb.id());
   }
   copy_header(*n, skb, 0);
+  n->touch_cpu = ctx.cpu;
   E::buf(*n) = E::buf(skb);
   E::data(*n) = skb.data_offset();
   E::tail(*n) = skb.tail_offset();

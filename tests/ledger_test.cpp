@@ -68,10 +68,27 @@ TEST(LedgerCell, FusedCountsInBothCopiedAndChecksummed) {
 }
 
 TEST(LedgerCell, AddSumsEveryField) {
-  LedgerCell a{.calls = 1, .copied = 2, .summed = 3, .fused = 4, .page_refs = 5, .allocs = 6,
-               .alloc_bytes = 7, .frees = 8, .free_bytes = 9, .cost_ps = 10};
-  const LedgerCell b{.calls = 10, .copied = 20, .summed = 30, .fused = 40, .page_refs = 50,
-                     .allocs = 60, .alloc_bytes = 70, .frees = 80, .free_bytes = 90,
+  LedgerCell a{.calls = 1,
+               .copied = 2,
+               .summed = 3,
+               .fused = 4,
+               .page_refs = 5,
+               .allocs = 6,
+               .alloc_bytes = 7,
+               .frees = 8,
+               .free_bytes = 9,
+               .handovers = 3,
+               .cost_ps = 10};
+  const LedgerCell b{.calls = 10,
+                     .copied = 20,
+                     .summed = 30,
+                     .fused = 40,
+                     .page_refs = 50,
+                     .allocs = 60,
+                     .alloc_bytes = 70,
+                     .frees = 80,
+                     .free_bytes = 90,
+                     .handovers = 30,
                      .cost_ps = -100};
   a.add(b);
   EXPECT_EQ(a.calls, 11U);
@@ -83,7 +100,11 @@ TEST(LedgerCell, AddSumsEveryField) {
   EXPECT_EQ(a.alloc_bytes, 77U);
   EXPECT_EQ(a.frees, 88U);
   EXPECT_EQ(a.free_bytes, 99U);
+  EXPECT_EQ(a.handovers, 33U);
   EXPECT_EQ(a.cost_ps, -90);
+  a.subtract(b);
+  EXPECT_EQ(a.handovers, 3U);
+  EXPECT_EQ(a.cost_ps, 10);
 }
 
 // price = call_ps[sym] + page_refs * page_ref_ps + (copied*copy + summed*csum + fused*fused)/1000.
@@ -97,6 +118,34 @@ TEST(CostModel, PriceArithmetic) {
   EXPECT_EQ(m.price({.sym = Sym::kMemcpy, .copied = 4000}), 1000);
   // Allocation sizes carry no byte cost.
   EXPECT_EQ(m.price({.sym = Sym::kKmalloc, .alloc_bytes = 2048, .free_bytes = 512}), 0);
+}
+
+// A hand-over (the first work on an skb another CPU worked on last) is counted in that work's
+// cell and adds skb_handover_ps to its cost, the pending time and what the trace sink is told;
+// the work's own price is unchanged, and without a model only the count is kept.
+TEST(Ledger, AHandoverAddsItsTimeToTheWorkThatPaysIt) {
+  struct Sink : TraceSink {
+    std::int64_t last = 0;
+    void on_work(const Work&, std::int64_t cost_ps, std::uint64_t) override { last = cost_ps; }
+  } sink;
+  CostModel m = round_model();
+  m.skb_handover_ps = 290'000;
+  const Work w{.sym = Sym::kSkbCopyBits, .copied = 1000};
+  const std::int64_t plain = m.price(w);
+  Ledger l(&m);
+  l.set_trace_sink(&sink);
+  l.record(w, true, 7, true);
+  EXPECT_EQ(sink.last, plain + 290'000);
+  l.record(w, true, 7);
+  EXPECT_EQ(sink.last, plain);
+  EXPECT_EQ(l.cell(Sym::kSkbCopyBits).calls, 2U);
+  EXPECT_EQ(l.cell(Sym::kSkbCopyBits).handovers, 1U);
+  EXPECT_EQ(l.cell(Sym::kSkbCopyBits).cost_ps, 2 * plain + 290'000);
+  EXPECT_EQ(l.pending_ps(), 2 * plain + 290'000);
+  Ledger counts_only;
+  counts_only.record(w, false, 7, true);
+  EXPECT_EQ(counts_only.cell(Sym::kSkbCopyBits).handovers, 1U);
+  EXPECT_EQ(counts_only.cell(Sym::kSkbCopyBits).cost_ps, 0);
 }
 
 // The femtosecond sum is taken over all byte kinds before the one integer division.

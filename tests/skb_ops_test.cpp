@@ -480,6 +480,34 @@ TEST_P(Clone, AllocCpuIsTheAllocatorsAndClonesAndCopiesKeepIt___copy_skb_header)
   EXPECT_TRUE(env.pool.empty());
 }
 
+// Skb::touch_cpu, the CPU of the last work on an skb (cache state, not a kernel field): the
+// allocating or cloning CPU's at first; a record from another CPU counts one hand-over in that
+// work's cell and moves it, so the next record there counts none. A clone made on CPU 1 is CPU 1's
+// (it wrote the new sk_buff), and skb_clone's own record on the original, last CPU 0's, is a
+// hand-over.
+TEST_P(Clone, TheFirstWorkOnAnotherCpusSkbIsAHandover_skb_clone) {
+  ctx().cpu = 0;
+  Skb* o = tcp_segment(env, IpSummed::kPartial);
+  EXPECT_EQ(o->touch_cpu, 0U);
+  EXPECT_EQ(env.ledger.total().handovers, 0U);
+  ctx().cpu = 1;
+  Skb* c = ops::clone(ctx(), *o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->touch_cpu, 1U);
+  EXPECT_EQ(o->touch_cpu, 1U);
+  EXPECT_EQ(env.cell(Sym::kSkbClone).handovers, 1U);
+  ops::record_skb_work(env.ledger, 1, *c, {.sym = Sym::kSkbCopyBits, .copied = 100});
+  EXPECT_EQ(env.cell(Sym::kSkbCopyBits).handovers, 0U);
+  ops::record_skb_work(env.ledger, 0, *c, {.sym = Sym::kSkbCopyBits, .copied = 100});
+  EXPECT_EQ(env.cell(Sym::kSkbCopyBits).handovers, 1U);
+  EXPECT_EQ(env.cell(Sym::kSkbCopyBits).calls, 2U);
+  EXPECT_EQ(c->touch_cpu, 0U);
+  EXPECT_EQ(env.ledger.total().handovers, 2U);
+  ops::kfree_skb(ctx(), *c);
+  ops::kfree_skb(ctx(), *o);
+  EXPECT_TRUE(env.pool.empty());
+}
+
 // A slab clone whose allocation fails returns NULL, leaves dataref and flags alone, and
 // records nothing.
 TEST_P(Clone, SlabAllocFailureChangesNothing_skb_clone) {

@@ -42,6 +42,15 @@ struct OpCtx {
 
 namespace ops {
 
+// Records `w`, work a context on `cpu` did on `skb`, in `ledger`: as a hand-over when another CPU
+// worked on the skb last (Skb::touch_cpu), which `cpu` then becomes. Every operation below records
+// through it, and so does the simulation's Net::charge.
+inline void record_skb_work(Ledger& ledger, std::uint16_t cpu, const Skb& skb, const Work& w) {
+  const bool handover = skb.touch_cpu != cpu;
+  skb.touch_cpu = cpu;
+  ledger.record(w, skb.traced(), skb.id(), handover);
+}
+
 // ---- allocation -------------------------------------------------------------------------------
 
 // __alloc_skb(size). 2.6.20: data area SKB_DATA_ALIGN(size), kmalloc(that + shared info),
