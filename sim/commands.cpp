@@ -620,7 +620,7 @@ int run_calibrate(const std::vector<std::string>& args) {
       "free", po::value<std::vector<std::string>>()->multitoken(),
       "parameters to fit: call_scale, copy_bytes_per_ns, copy_to_user_bytes_per_ns, "
       "csum_bytes_per_ns, fused_bytes_per_ns, page_ref_cycles, idle_exit_blocked_us, "
-      "cycles:<symbol>, group_scale:<group> (default: call_scale)")(
+      "skb_handover_ns, cycles:<symbol>, group_scale:<group> (default: call_scale)")(
       "figure", po::value<std::vector<std::string>>()->multitoken(),
       "the reference figures to fit: cpu_util_pct, service_demand_us_per_kb, "
       "remote_cpu_util_pct, remote_service_demand_us_per_kb (default: all of these a reference "
@@ -635,8 +635,8 @@ int run_calibrate(const std::vector<std::string>& args) {
       "fit profile:<group> figures only from references whose flows have no rate limit: at a "
       "fixed rate the kernel spreads the cost of leaving idle over every function it runs "
       "next (cold caches), where the model charges it to one symbol (cpu.idle_exit_blocked_us); "
-      "the rate-limited references' other figures still count")(
-      "no-loo", "skip the leave-one-out table")(
+      "the rate-limited references' other figures still count")("no-loo",
+                                                                "skip the leave-one-out table")(
       "start", po::value<std::vector<std::string>>()->multitoken(),
       "FACTOR...: start a descent from the preset's values times each FACTOR, every free "
       "parameter alike (default: 1 0.5 2); one FACTOR redoes one descent of a fit record's "

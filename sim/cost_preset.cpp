@@ -298,8 +298,8 @@ void CostPreset::set(const std::string& param, double v) {
   } else if (param == "skb_handover_ns") {
     skb_handover_ns_ = v;
     put("cpu", "skb_handover_ns", v,
-        "set by skbsim: what a CPU spends the first time it works on an skb another CPU worked "
-        "on last");
+        "fitted by skbsim calibrate: what a CPU spends the first time it works on an skb another "
+        "CPU worked on last");
   } else if (param.rfind(kGroupPrefix, 0) == 0) {
     const std::string group = param.substr(kGroupPrefix.size());
     group_scales_[group] = v;

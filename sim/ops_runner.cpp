@@ -591,17 +591,8 @@ class RunFailure : public std::runtime_error {
 };
 
 LedgerCell minus(const LedgerCell& a, const LedgerCell& b) noexcept {
-  LedgerCell d;
-  d.calls = a.calls - b.calls;
-  d.copied = a.copied - b.copied;
-  d.summed = a.summed - b.summed;
-  d.fused = a.fused - b.fused;
-  d.page_refs = a.page_refs - b.page_refs;
-  d.allocs = a.allocs - b.allocs;
-  d.alloc_bytes = a.alloc_bytes - b.alloc_bytes;
-  d.frees = a.frees - b.frees;
-  d.free_bytes = a.free_bytes - b.free_bytes;
-  d.cost_ps = a.cost_ps - b.cost_ps;
+  LedgerCell d = a;
+  d.subtract(b);
   return d;
 }
 

@@ -471,6 +471,7 @@ TEST_P(Clone, AllocCpuIsTheAllocatorsAndClonesAndCopiesKeepIt___copy_skb_header)
   for (const Skb* s : {c, cc, n, p}) {
     ASSERT_NE(s, nullptr);
     EXPECT_EQ(s->alloc_cpu, 3U);
+    EXPECT_EQ(s->touch_cpu, 1U);  // not a kernel field: the CPU that wrote it (record_skb_work)
   }
   Skb* fresh = ops::alloc_skb(ctx(), 100);
   EXPECT_EQ(fresh->alloc_cpu, 1U);
@@ -486,9 +487,9 @@ TEST_P(Clone, AllocCpuIsTheAllocatorsAndClonesAndCopiesKeepIt___copy_skb_header)
 // (it wrote the new sk_buff), and skb_clone's own record on the original, last CPU 0's, is a
 // hand-over.
 TEST_P(Clone, TheFirstWorkOnAnotherCpusSkbIsAHandover_skb_clone) {
-  ctx().cpu = 0;
+  ctx().cpu = 2;
   Skb* o = tcp_segment(env, IpSummed::kPartial);
-  EXPECT_EQ(o->touch_cpu, 0U);
+  EXPECT_EQ(o->touch_cpu, 2U);
   EXPECT_EQ(env.ledger.total().handovers, 0U);
   ctx().cpu = 1;
   Skb* c = ops::clone(ctx(), *o);
@@ -498,10 +499,10 @@ TEST_P(Clone, TheFirstWorkOnAnotherCpusSkbIsAHandover_skb_clone) {
   EXPECT_EQ(env.cell(Sym::kSkbClone).handovers, 1U);
   ops::record_skb_work(env.ledger, 1, *c, {.sym = Sym::kSkbCopyBits, .copied = 100});
   EXPECT_EQ(env.cell(Sym::kSkbCopyBits).handovers, 0U);
-  ops::record_skb_work(env.ledger, 0, *c, {.sym = Sym::kSkbCopyBits, .copied = 100});
+  ops::record_skb_work(env.ledger, 2, *c, {.sym = Sym::kSkbCopyBits, .copied = 100});
   EXPECT_EQ(env.cell(Sym::kSkbCopyBits).handovers, 1U);
   EXPECT_EQ(env.cell(Sym::kSkbCopyBits).calls, 2U);
-  EXPECT_EQ(c->touch_cpu, 0U);
+  EXPECT_EQ(c->touch_cpu, 2U);
   EXPECT_EQ(env.ledger.total().handovers, 2U);
   ops::kfree_skb(ctx(), *c);
   ops::kfree_skb(ctx(), *o);

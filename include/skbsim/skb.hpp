@@ -175,8 +175,9 @@ class Skb {
   // skb_segment's outputs. skb_attempt_defer_free hands the skb back to this CPU to be freed.
   std::uint16_t alloc_cpu = 0;
   // The CPU whose context worked on this sk_buff last, where its lines are: set where it is
-  // allocated or cloned, moved by every Work recorded on it (skbsim::ops, Net::charge). Cache
-  // state, not the kernel's: mutable, so the record of a read-only step can move it.
+  // allocated or cloned, moved by each operation's own record on it (ops::record_skb_work, which
+  // Net::charge uses too; the allocator's and page records under an operation follow that one).
+  // Cache state, not the kernel's: mutable, so the record of a read-only step can move it.
   mutable std::uint16_t touch_cpu = 0;
   std::array<std::uint64_t, 6> cb{};     // skb->cb: protocol-private scratch (TCP seq etc.)
   Skb* next = nullptr;                   // frag_list chaining
