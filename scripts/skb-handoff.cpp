@@ -3,7 +3,10 @@
 // (docs/measure.md, "Where the receive path runs").
 //
 //   g++ -O2 -std=c++20 -pthread scripts/skb-handoff.cpp -o /tmp/skb-handoff
-//   /tmp/skb-handoff [PAYLOAD_BYTES]   (default 1448; 0 for the headers alone)
+//   /tmp/skb-handoff [PAYLOAD_BYTES [no-counter]]   (default 1448; 0 for the headers alone)
+//
+// With no-counter neither side touches the shared counter: what is left is the objects' own
+// lines and the queue's, so the difference is what the socket's counter costs.
 //
 // CPU 0 builds objects shaped like a 6.x sk_buff (four cache lines, TCP's control block in the
 // first two) with a one-line tail like skb_shared_info and a payload buffer, charges a counter
@@ -94,6 +97,7 @@ struct Shared {
   char user_src[1536] = {};
   char user_dst[1536] = {};
   int payload_bytes = 1448;
+  bool counter = true;  // sk_rmem_alloc charged and uncharged
 };
 
 void build(Shared& sh, Obj* o, long i) {
@@ -122,7 +126,9 @@ void build(Shared& sh, Obj* o, long i) {
   o->truesize = 2304;
   o->users.store(1, std::memory_order_relaxed);
   o->ll = nullptr;
-  sh.rmem.v.fetch_add(o->truesize, std::memory_order_relaxed);  // skb_set_owner_r
+  if (sh.counter) {
+    sh.rmem.v.fetch_add(o->truesize, std::memory_order_relaxed);  // skb_set_owner_r
+  }
 }
 
 long consume(Shared& sh, Obj* o) {
@@ -134,7 +140,9 @@ long consume(Shared& sh, Obj* o) {
   s += t->nr_frags;
   o->destructor = nullptr;  // tcp_eat_recv_skb
   o->sk = nullptr;
-  sh.rmem.v.fetch_sub(o->truesize, std::memory_order_relaxed);  // sock_rfree
+  if (sh.counter) {
+    sh.rmem.v.fetch_sub(o->truesize, std::memory_order_relaxed);  // sock_rfree
+  }
   Obj* h = sh.deferred.head.load(std::memory_order_relaxed);
   do {
     o->ll = h;
@@ -174,6 +182,13 @@ int main(int argc, char** argv) {
   if (sh.payload_bytes < 0 || sh.payload_bytes > 1536) {
     std::fprintf(stderr, "skb-handoff: expected a payload of 0 to 1536 bytes\n");
     return 2;
+  }
+  if (argc > 2) {
+    if (std::strcmp(argv[2], "no-counter") != 0) {
+      std::fprintf(stderr, "skb-handoff: expected no-counter after the payload, got %s\n", argv[2]);
+      return 2;
+    }
+    sh.counter = false;
   }
   for (int i = 0; i < kObjects; ++i) {
     Obj& o = sh.objs[static_cast<std::size_t>(i)];
@@ -242,9 +257,10 @@ int main(int argc, char** argv) {
     const double reader = static_cast<double>(consumer_ticks) * ns_per_tick / kRounds;
     handovers.push_back((builder + reader) / 2 - one_cpu / 2);
     std::printf(
-        "payload %d B: two CPUs: builder %.1f ns, reader %.1f ns per object; "
+        "payload %d B%s: two CPUs: builder %.1f ns, reader %.1f ns per object; "
         "one CPU: %.1f ns for both; hand-over %.1f ns per side\n",
-        sh.payload_bytes, builder, reader, one_cpu, handovers.back());
+        sh.payload_bytes, sh.counter ? "" : ", no counter", builder, reader, one_cpu,
+        handovers.back());
   }
   std::sort(handovers.begin(), handovers.end());
   std::printf("hand-over, median of %d: %.1f ns per object and side (%.1f-%.1f)\n", kReps,
