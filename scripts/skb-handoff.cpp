@@ -1,6 +1,6 @@
 // skb-handoff.cpp — what handing an sk_buff-like object from one CPU to another costs on this
 // machine, against the same work on one CPU. Not part of the build: a probe of the machine
-// (docs/measure.md, "Where the receive path runs").
+// (docs/measure.md, "Where the receive path runs" and "An skb's hand-over between the CPUs").
 //
 //   g++ -O2 -std=c++20 -pthread scripts/skb-handoff.cpp -o /tmp/skb-handoff
 //   /tmp/skb-handoff [PAYLOAD_BYTES [no-counter]]   (default 1448; 0 for the headers alone)

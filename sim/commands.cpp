@@ -635,8 +635,8 @@ int run_calibrate(const std::vector<std::string>& args) {
       "fit profile:<group> figures only from references whose flows have no rate limit: at a "
       "fixed rate the kernel spreads the cost of leaving idle over every function it runs "
       "next (cold caches), where the model charges it to one symbol (cpu.idle_exit_blocked_us); "
-      "the rate-limited references' other figures still count")("no-loo",
-                                                                "skip the leave-one-out table")(
+      "the rate-limited references' other figures still count")(
+      "no-loo", "skip the leave-one-out table")(
       "start", po::value<std::vector<std::string>>()->multitoken(),
       "FACTOR...: start a descent from the preset's values times each FACTOR, every free "
       "parameter alike (default: 1 0.5 2); one FACTOR redoes one descent of a fit record's "
