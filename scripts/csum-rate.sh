@@ -17,9 +17,9 @@
 # are the model's, so a rate holds only where the model's per-segment counts match the kernel's
 # (`skbsim validate`, point 3's rows). The model's cycles include each call's fixed cost. Read
 # the loops of a CPU the runs keep busy (the sender's). On intel-kvm-2core-v1147 the reader's
-# CPU was sampled for 80-93 % of its busy time, and the profile itself disturbed it: attached
-# from the start it left that CPU spending up to half its samples in the spin-lock slow path and
-# x2APIC writes, and its _copy_to_iter samples moved five-fold between runs. The check below
+# CPU was sampled for 84-96 % of its busy time, and the profile itself disturbed it: attached
+# from the start it left that CPU spending up to two thirds of its samples in the spin-lock slow
+# path and x2APIC writes, and its _copy_to_iter samples moved five-fold between runs. The check below
 # only finds a CPU sampled short, never one sampled in full. A CPU without FSRM copies in
 # rep_movs_alternative, which the two copy rows do not count. The rates are at the speed the
 # host ran at: the summary prints the speed probe's ALU step, to set them at a set's speed
