@@ -12,9 +12,12 @@
 #   bash scripts/csum-rate-set.sh SET_DIR [SKBSIM]
 #   e.g. bash scripts/csum-rate-set.sh scenarios/measured/kvm-2core-v1252
 #
-# For a machine that is no longer there. A traced run's profile counts a loop's samples in full
-# (a sample is skipped only while a BPF program runs, which the loops never are), but tracing
-# slows what it surrounds: on intel-kvm-2core-v1147 and intel-kvm-2core-2600mhz the traced runs,
+# For a machine that is no longer there. It assumes a traced run's profile samples the loops at
+# the rate it samples the CPU they run on, and that the CPU's samples are taken in full while
+# they run: a sample is skipped while a BPF program runs (which the loops never are), but a vCPU
+# whose timer the host delivers late is sampled short, and the traced runs' sender CPUs took
+# 0.22-0.50 of their busy time in samples (docs/measure.md, "The kernel profile"), about as much
+# on every KVM set. Tracing also slows what it surrounds: on intel-kvm-2core-v1147 and intel-kvm-2core-2600mhz the traced runs,
 # pooled, gave csum_partial 5-8 % above scripts/csum-rate.sh's untraced rate and the fused loop
 # 0.69-0.71 of it (docs/measure.md, "The checksum loops"). A traced run holds a few dozen samples
 # of each loop: a configuration's rate is known to a fifth or worse, the pooled one to about a
@@ -23,18 +26,20 @@
 # build/release/sim/skbsim). Exit codes: 0 printed; 1 no traced profile or no sample in the set,
 # or skbsim failed; 2 bad arguments.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 if (($# < 1 || $# > 2)); then
   echo "usage: csum-rate-set.sh SET_DIR [SKBSIM]" >&2
   exit 2
 fi
-set_dir=${1%/}
-skbsim=${2:-build/release/sim/skbsim}
+root="$(cd "$(dirname "$0")/.." && pwd)"
+set_dir=$(realpath -m -- "${1%/}")
+skbsim=${2:-$root/build/release/sim/skbsim}
+[[ "$skbsim" == */* ]] && skbsim=$(realpath -m -- "$skbsim")
+cd "$root"
 if [[ ! -d "$set_dir/measurements" ]]; then
   echo "csum-rate-set: expected a measured set with measurements/ at $set_dir" >&2
   exit 2
 fi
-if [[ ! -x "$skbsim" ]]; then
+if ! command -v "$skbsim" >/dev/null; then
   echo "csum-rate-set: expected a built skbsim at $skbsim" >&2
   exit 2
 fi
@@ -94,11 +99,16 @@ for fn, key in LOOPS:
         nbytes = per_segment.get(f"{fn}_bytes", 0.0)
         if nbytes <= 0:
             continue  # the model runs no byte through it here: nothing to set a rate against
+        if n == 0:
+            # The profile lists its 40 busiest functions: a loop not among them has bytes but no
+            # time here, and pooling its bytes would make the rate too high.
+            print(f"{name:28} {fn:26} not in the profile's function list: left out")
+            continue
         ns = n / hz * 1e9
         total_bytes += nbytes * segments
         total_ns += ns
         total_samples += n
-        rate = f"{nbytes * segments / ns:8.2f}" if n else f"{'-':>8}"
+        rate = f"{nbytes * segments / ns:8.2f}"
         print(f"{name:28} {fn:26} {n:7d} {ns / segments:7.1f} {nbytes:9.1f} {rate}")
     if total_samples == 0:
         print(f"{'all':28} {fn:26} no sample where the model runs bytes through it")

@@ -8,11 +8,22 @@
 #   bash scripts/doc-links.sh [FILE.md...]      # default: README.md docs/*.md
 #
 # Prints one line per broken link (file:line: target: why). Exit codes: 0 all resolve; 1 some do
-# not.
+# not, or a file named cannot be read.
+#
+# What it reads: inline links `[text](target)` whose `](target)` is on one line, outside code
+# spans and ``` fences; ATX headings (`## ...`) at the start of a line. Not: reference-style
+# links, targets with a title or in <...>, setext headings, ~~~ or indented fences. Its slugs keep
+# every non-ASCII character, where GitHub drops symbols such as an em dash: an anchor of such a
+# heading is reported as missing rather than passed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-if (($# == 0)); then
-  set -- README.md docs/*.md
+root="$(cd "$(dirname "$0")/.." && pwd)"
+docs=()
+for arg in "$@"; do
+  docs+=("$(realpath -m -- "$arg")")
+done
+cd "$root"
+if ((${#docs[@]} == 0)); then
+  docs=(README.md docs/*.md)
 fi
 
 # The anchors of one Markdown file, one per line (headings inside ``` fences are not headings).
@@ -37,7 +48,12 @@ anchors() {
 }
 
 status=0
-for doc in "$@"; do
+for doc in "${docs[@]}"; do
+  if [[ ! -f "$doc" || ! -r "$doc" ]]; then
+    echo "$doc: cannot be read" >&2
+    status=1
+    continue
+  fi
   dir=$(dirname "$doc")
   # file:line:target for every inline link outside code fences and code spans.
   while IFS=$'\t' read -r line target; do
