@@ -262,6 +262,31 @@ Range ack_rate_runs(const nlohmann::json& m) {
   return untraced_range(m, "/server_out_segs");
 }
 
+// Of the untraced runs that recorded the server's TcpExt PruneCalled, how many had it above zero:
+// {pruned, recorded}, nullopt when none recorded it (sets measured before it was). A run whose
+// receive queue outgrew sk_rcvbuf went through tcp_prune_queue, whose tcp_clamp_window raised
+// sk_rcvbuf and left window_clamp under the buffer's space; from then on its softirq ACKs every
+// few segments (docs/measure.md, "ACKs after the queue outgrew its buffer").
+std::optional<std::pair<int, int>> pruned_runs(const nlohmann::json& m) {
+  static const nlohmann::json::json_pointer kRuns("/runs");
+  static const nlohmann::json::json_pointer kPrune("/tcp/server_tcpext/PruneCalled");
+  if (!m.contains(kRuns) || !m.at(kRuns).is_array()) {
+    return std::nullopt;
+  }
+  int pruned = 0;
+  int recorded = 0;
+  for (const nlohmann::json& run : m.at(kRuns)) {
+    if (const auto n = number_at(run, kPrune)) {
+      ++recorded;
+      pruned += *n > 0 ? 1 : 0;
+    }
+  }
+  if (recorded == 0) {
+    return std::nullopt;
+  }
+  return std::pair{pruned, recorded};
+}
+
 // The per-segment counts come from the traced run. At a fixed rate the probes' own cost can
 // keep its sender from the rate; behind, it writes back to back and tcp_push can autocork a
 // write's sub-size-goal tail while earlier skbs are still in flight (tcp_should_autocork), so
@@ -342,6 +367,10 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
     if (key == "tcp_acks_sent" && measurement) {
       if (const auto runs = ack_rate_runs(*measurement)) {
         checks.back().note = "kernel runs " + fixed(runs->first, 4) + ".." + fixed(runs->second, 4);
+        if (const auto pruned = pruned_runs(*measurement)) {
+          checks.back().note += ", receive queue pruned in " + std::to_string(pruned->first) +
+                                " of " + std::to_string(pruned->second);
+        }
       }
     }
     if (key == "pskb_expand_head_calls" && behind) {

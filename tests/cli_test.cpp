@@ -272,6 +272,33 @@ TEST(ValidateCommand, AckRowCarriesTheKernelRunsSpread) {
   EXPECT_EQ(note_of(runs[4]), "(none)");
 }
 
+// A run whose receive queue outgrew sk_rcvbuf went through tcp_prune_queue (TcpExt PruneCalled),
+// whose tcp_clamp_window raised sk_rcvbuf without window_clamp; its softirq then ACKs every few
+// segments, so such runs are the high end of the ACK spread. The note counts them among the runs
+// that recorded the counter (a run without it, measured before it was recorded, is left out).
+TEST(ValidateCommand, AckRowCountsTheRunsThatPrunedTheReceiveQueue_tcp_clamp_window) {
+  const fs::path set = kSource / "scenarios/measured/kvm-2core";
+  const fs::path copy = set / "zz-pruned.json.tmp";
+  std::ofstream(copy) << slurp(set / "direct-on-1000mbps.json");
+  std::ofstream(set / "measurements" / copy.filename()) << R"({"runs": [
+      {"tcp": {"server_out_segs": 60, "client_out_segs": 2000,
+               "server_tcpext": {"PruneCalled": 17}}},
+      {"tcp": {"server_out_segs": 30, "client_out_segs": 2000,
+               "server_tcpext": {"PruneCalled": 0}}},
+      {"tcp": {"server_out_segs": 32, "client_out_segs": 2000}}]})";
+  const auto runs = run_batch(SKBSIM_BINARY, kSource, {{"validate", "--json", copy.string()}});
+  fs::remove(copy);
+  fs::remove(set / "measurements" / copy.filename());
+  ASSERT_NE(runs[0].exit_code, 2) << runs[0].err;
+  std::string note = "(no row)";
+  for (const auto& row : nlohmann::json::parse(runs[0].out)) {
+    if (row.at("figure") == "per segment tcp_acks_sent") {
+      note = row.value("note", std::string("(none)"));
+    }
+  }
+  EXPECT_EQ(note, "kernel runs 0.0150..0.0300, receive queue pruned in 1 of 2");
+}
+
 // The per-segment counts are the traced run's. Where the probes kept that run's sender from its
 // fixed rate, the row of ip_forward's pskb_expand_head calls says so, with the traced run's
 // TCPAutoCorking beside the untraced runs' (tcp_should_autocork: a sender behind its rate can cork
