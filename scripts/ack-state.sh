@@ -11,20 +11,23 @@
 #   room                 the mean room tcp_grow_window sees with an empty queue
 #   grown, other         tcp_rcvbuf_grow events, and sk_rcvbuf moves without one (raised by
 #                        tcp_clamp_window after tcp_prune_queue), sk_rcvbuf after the last growth
-# then the measure's TcpExt counters of tcp_prune_queue. A run whose queue outgrew sk_rcvbuf is
-# left with window_clamp under the buffer's space and rcv_ssthresh at the clamp: a short queue
-# then offers the same window every time, and the softirq ACKs every few segments
-# (docs/measure.md, "ACKs after the queue outgrew its buffer"). Root; mounts tracefs for the run
-# if it is not mounted (and unmounts it).
+# then the measure's TcpExt counters of tcp_prune_queue, and the model's ACKs per segment by path
+# on the scenario the measure wrote. A run whose queue outgrew sk_rcvbuf is left with window_clamp
+# under the buffer's space and rcv_ssthresh at the clamp: a short queue then offers the same
+# window every time, and the softirq ACKs every few segments (docs/measure.md, "ACKs after the
+# queue outgrew its buffer"). Root; mounts tracefs for the run if it is not mounted (and
+# unmounts it).
 #
 #   bash scripts/ack-state.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/ack-state.sh /tmp/ak --topology forward --variant off --rate unlimited \
-#          --runs 1 --duration 3 --congestion-control cubic --unsteady-retries 0
+#          --runs 1 --duration 3 --congestion-control cubic --unsteady-retries 0 \
+#          --preset scenarios/models/intel-kvm-2core-v1147-fitted.json
 #
-# OUT_DIR gets the measurement and ack-state.txt, bpftrace's maps. Seconds with fewer than 10 000
-# segments (the set-up, a run's edges) are left out; every run of the measure adds to the same
-# seconds' counts, so name one configuration and one run. Exit codes: 0 measured; 1 a tool or
-# the run failed; 2 a bad skbsim measure flag.
+# OUT_DIR gets the measurement, ack-state.txt (bpftrace's maps) and model.json (the model's run,
+# with the preset the measure was given). Seconds with fewer than 10 000 segments (the set-up, a
+# run's edges) are left out; every run of the measure adds to the same seconds' counts, so name
+# one configuration and one run. Exit codes: 0 measured; 1 a tool or the run failed; 2 a bad
+# skbsim measure flag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: ack-state.sh OUT_DIR [skbsim measure options...]}
@@ -65,3 +68,16 @@ for counter in PruneCalled TCPRcvCollapsed RcvPruned TCPRcvQDrop; do
   grep -hoE "\"$counter\": [0-9]+" "$out"/measurement/measurements/*.json |
     awk '{ printf " %s", $2 } END { print "" }'
 done
+# The model on the scenario the measure wrote (its preset: pass --preset to the measure), its ACKs
+# per segment by the path that sent them, which are all of the first kind (it has no autotuning).
+trace_measure_scenario ack-state "$out"
+if trace_measure_model ack-state "$out"; then
+  python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+a = d.get("tcp_acks_by_path")
+if a is None:
+    sys.exit("ack-state: this skbsim writes no tcp_acks_by_path (rebuild it)")
+print("the model (%s): %.4f ACKs per segment: %s" % (d.get("preset", "?"), sum(a.values()),
+      ", ".join("%s %.4f" % kv for kv in a.items())))' <"$out/model.json"
+fi
