@@ -269,9 +269,9 @@ RunResult run_scenario(const ScenarioSpec& spec) {
       run.z = std::make_unique<TcpSock>();
       for (TcpSock* t : {run.a.get(), run.z.get()}) {
         t->net = &net;
-        t->params = TcpParams{f.mss,          f.sndbuf,          f.rcvbuf,    f.send_size,
-                              f.rate_bps,     f.pacing_timer_us, f.recv_size, f.nonblocking_reader,
-                              f.rcvbuf_locked};
+        t->params = TcpParams{f.mss,           f.sndbuf,          f.rcvbuf,    f.send_size,
+                              f.rate_bps,      f.pacing_timer_us, f.recv_size, f.nonblocking_reader,
+                              f.rcvbuf_locked, f.tcp_rmem_max};
       }
       TcpSock& a = *run.a;
       TcpSock& z = *run.z;

@@ -87,6 +87,7 @@ struct FlowSpec {
   std::uint32_t recv_size = 0;  // bytes per recv() (netperf -M, iperf3 -l); 0: all that is queued
   bool nonblocking_reader = false;  // "reader": "nonblocking" (iperf3), TcpParams::nonblocking
   bool rcvbuf_locked = false;       // "rcvbuf_locked": SO_RCVBUF set, TcpParams::rcvbuf_locked
+  std::uint32_t tcp_rmem_max = 0;   // "tcp_rmem_max": TcpParams::tcp_rmem_max; 0 the default
 };
 
 struct ScenarioSpec {

@@ -1009,6 +1009,27 @@ class Validator {
               shown(f.child("rcvbuf_locked").node()));
     }
     fs.rcvbuf_locked = f.bool_or("rcvbuf_locked", false);
+    if (f.has("tcp_rmem_max")) {
+      const JsonReader n = f.child("tcp_rmem_max");
+      if (udp) {
+        n.fail(
+            "expected no \"tcp_rmem_max\" in a UDP_STREAM test (it sizes a TCP receive "
+            "window), got " +
+            shown(n.node()));
+      }
+      if (kernel_ == KernelVersion::k2_6_20) {
+        n.fail(
+            "expected no \"tcp_rmem_max\" with kernel 2.6.20 (its window is modelled "
+            "without a scale or tcp_grow_window), got " +
+            shown(n.node()));
+      }
+      fs.tcp_rmem_max = static_cast<std::uint32_t>(f.uint_or("tcp_rmem_max", 4096, 1U << 30, 0));
+      if (!fs.rcvbuf_locked && fs.tcp_rmem_max < fs.rcvbuf) {
+        n.fail("expected at least \"rcvbuf\" (" + std::to_string(fs.rcvbuf) +
+               "): autotuning never takes an unlocked buffer past tcp_rmem[2], got " +
+               shown(n.node()));
+      }
+    }
     fs.mss = static_cast<std::uint32_t>(f.uint_or("mss", 88, 65535 - kTcpIpHeaderBytes, 1448));
     fs.sender_cpu = cpu_of(f, "sender_cpu", spec().namespaces[from].host);
     fs.receiver_cpu = cpu_of(f, "receiver_cpu", spec().namespaces[to].host);

@@ -132,16 +132,12 @@ inline constexpr std::array<std::string_view, 5> kNicOnly = {"model", "rate_mbps
 inline constexpr std::array<std::string_view, 2> kFeatureEdit = {"add", "remove"};
 inline constexpr std::array<std::string_view, 5> kTraffic = {"test", "duration_s", "warmup_s",
                                                              "flows", "comment"};
-inline constexpr std::array<std::string_view, 19> kFlow = {"from",          "to",
-                                                           "to_addr",       "send_size",
-                                                           "sndbuf",        "rcvbuf",
-                                                           "rcvbuf_locked", "mss",
-                                                           "request_size",  "response_size",
-                                                           "sender_cpu",    "receiver_cpu",
-                                                           "rate_mbps",     "pacing_timer_us",
-                                                           "recv_size",     "reader",
-                                                           "count",         "expect",
-                                                           "comment"};
+inline constexpr std::array<std::string_view, 20> kFlow = {
+    "from",         "to",           "to_addr",         "send_size",
+    "sndbuf",       "rcvbuf",       "rcvbuf_locked",   "tcp_rmem_max",
+    "mss",          "request_size", "response_size",   "sender_cpu",
+    "receiver_cpu", "rate_mbps",    "pacing_timer_us", "recv_size",
+    "reader",       "count",        "expect",          "comment"};
 inline constexpr std::array<std::string_view, 3> kPatches = {"skip_cow_from", "netfilter",
                                                              "comment"};
 inline constexpr std::array<std::string_view, 16> kReference = {

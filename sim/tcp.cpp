@@ -45,8 +45,9 @@ std::uint32_t advmss(const TcpSock& s) {
 }
 
 // tcp_rmem[2], which sizes rcv_wscale (tcp_select_initial_window) and bounds __tcp_grow_window:
-// the flow's rcvbuf when larger (a measured flow's rcvbuf is its host's tcp_rmem[2]), else the
-// default tcp_init() sets on any machine with memory to spare, 6 MB.
+// the flow's tcp_rmem_max when it has one; else its rcvbuf when larger (a measured flow's rcvbuf
+// is its host's tcp_rmem[2]), else the default tcp_init() sets on any machine with memory to
+// spare, 6 MB.
 constexpr std::int64_t kTcpRmemMaxDefault = 6 * 1024 * 1024;
 // tcp_rmem[1], a socket's buffer before autotuning grows it (the default, 128 KB).
 constexpr std::int64_t kTcpRmemDefault = 128 * 1024;
@@ -57,6 +58,9 @@ std::int64_t initial_full_space(std::int64_t rcvbuf) {
 }
 
 std::int64_t tcp_rmem_max(const TcpSock& s) {
+  if (s.params.tcp_rmem_max != 0) {
+    return s.params.tcp_rmem_max;
+  }
   return std::max<std::int64_t>(s.params.rcvbuf, kTcpRmemMaxDefault);
 }
 

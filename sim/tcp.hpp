@@ -50,6 +50,12 @@ struct TcpParams {
   // The receiver set SO_RCVBUF (netperf -S; SOCK_RCVBUF_LOCK): 6.x then sizes the window scale
   // and clamp from rcvbuf's own window (tcp_full_space) rather than from tcp_rmem[2].
   bool rcvbuf_locked = false;
+  // tcp_rmem[2] of the receiver's namespace: what sizes the window scale of an unlocked buffer
+  // (tcp_select_initial_window) and bounds __tcp_grow_window. 0: the larger of rcvbuf and the
+  // 6 MB tcp_init() sets on a machine with memory to spare, for a flow whose rcvbuf is that
+  // maximum (as skbsim measure writes it); set apart from rcvbuf, rcvbuf is the buffer
+  // autotuning left the socket with (tcp_rcv_space_adjust, not modelled).
+  std::uint32_t tcp_rmem_max = 0;
 };
 
 // Which path sent an ACK, as scripts/ack-source.sh splits the kernel's by call stack:

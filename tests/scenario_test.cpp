@@ -528,6 +528,45 @@ TEST(ScenarioJson, RcvbufLockedIsABooleanOfTcpFlows) {
       << from_json_error(doc);
 }
 
+// "tcp_rmem_max", the receiver's tcp_rmem[2], apart from the buffer autotuning left it with: 6.x
+// TCP only, 4096..1 GiB, and never under an unlocked "rcvbuf" (tcp_rcv_space_adjust caps the
+// buffer there). Without it the model takes the larger of rcvbuf and 6 MB, as before.
+TEST(ScenarioJson, TcpRmemMaxIsTheReceiversSysctlNotUnderAnUnlockedBuffer) {
+  json doc = minimal_6x();
+  EXPECT_EQ(from_json(doc).spec.flows[0].tcp_rmem_max, 0U);
+  json& flow = doc["traffic"]["flows"][0];
+  flow["rcvbuf"] = 4194304;
+  flow["tcp_rmem_max"] = 33554432;
+  EXPECT_EQ(from_json(doc).spec.flows[0].tcp_rmem_max, 33554432U);
+  const auto error_of = [&doc] { return from_json_error(doc); };
+  flow["tcp_rmem_max"] = 1048576;
+  EXPECT_EQ(error_of().rfind("t.json: /traffic/flows/0/tcp_rmem_max: expected at least "
+                             "\"rcvbuf\" (4194304)",
+                             0),
+            0U)
+      << error_of();
+  flow["rcvbuf_locked"] = true;  // SO_RCVBUF may exceed tcp_rmem[2]
+  EXPECT_EQ(from_json(doc).spec.flows[0].tcp_rmem_max, 1048576U);
+  flow["tcp_rmem_max"] = 100;
+  EXPECT_EQ(error_of().rfind("t.json: /traffic/flows/0/tcp_rmem_max: expected", 0), 0U)
+      << error_of();
+  flow["tcp_rmem_max"] = 33554432;
+  doc["kernel"] = "2.6.20";
+  flow.erase("rcvbuf_locked");
+  EXPECT_EQ(error_of().rfind("t.json: /traffic/flows/0/tcp_rmem_max: expected no "
+                             "\"tcp_rmem_max\" with kernel 2.6.20",
+                             0),
+            0U)
+      << error_of();
+  doc["kernel"] = "6.x";
+  doc["traffic"]["test"] = "UDP_STREAM";
+  EXPECT_EQ(error_of().rfind("t.json: /traffic/flows/0/tcp_rmem_max: expected no "
+                             "\"tcp_rmem_max\" in a UDP_STREAM test",
+                             0),
+            0U)
+      << error_of();
+}
+
 // A what-if may send a flow into a loop on purpose (the hazard it shows), if it says so.
 TEST(ScenarioJson, AFlowMayBeExpectedToLoop) {
   json doc = minimal_6x();
