@@ -578,6 +578,15 @@ Process start_tracer(Session& ss, pid_t reader) {
   }
 }
 
+// The stream's sk_rcvbuf at the server now (measure::parse_ss_rcvbuf); nullopt when ss fails or
+// shows none.
+std::optional<std::int64_t> read_server_rcvbuf(Lab& lab, Session& ss) {
+  const Completed c = measure::run({ss.tools.ss, "-N", lab.ns(Role::kServer), "-Htmi", "state",
+                                    "established", "sport", "=", std::string(":") + kPort},
+                                   ss.scratch);
+  return c.exit_code == 0 ? measure::parse_ss_rcvbuf(c.out) : std::nullopt;
+}
+
 void wait_listening(Lab& lab, Session& ss, Process& server) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (true) {
@@ -647,7 +656,16 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   const measure::ActivitySnapshot snap0 = activity_snapshot();
   const auto t0 = std::chrono::steady_clock::now();
   Process cl = Process::start(client, ss.scratch);
-  const std::optional<int> status = cl.wait_for(std::chrono::seconds(ss.settings.duration_s + 30));
+  // Four fifths into the stream, the server socket's sk_rcvbuf (one ss call, a few milliseconds
+  // of CPU in the run's window): the buffer autotuning has left it with, which the scenario's
+  // flow takes as its rcvbuf (flow_json).
+  const auto probe_at = milliseconds(ss.settings.duration_s * 800);
+  std::optional<int> status = cl.wait_for(probe_at);
+  std::optional<std::int64_t> server_rcvbuf;
+  if (!status) {
+    server_rcvbuf = read_server_rcvbuf(lab, ss);
+    status = cl.wait_for(std::chrono::seconds(ss.settings.duration_s + 30) - probe_at);
+  }
   const auto t1 = std::chrono::steady_clock::now();
   const measure::ActivitySnapshot snap1 = activity_snapshot();
   if (!status) {
@@ -735,6 +753,7 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   f.client_retrans_segs = delta(client0.tcp, client1.tcp, "RetransSegs");
   f.server_in_segs = delta(server0.tcp, server1.tcp, "InSegs");
   f.server_out_segs = delta(server0.tcp, server1.tcp, "OutSegs");
+  f.server_rcvbuf = server_rcvbuf;
   // The recorded TcpExt counters that both snapshots have.
   const auto ext_deltas = [&delta](const measure::TcpCounters& a, const measure::TcpCounters& b) {
     std::map<std::string, std::int64_t> out;

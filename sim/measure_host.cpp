@@ -323,6 +323,42 @@ std::map<std::string, std::int64_t> parse_netstat_tcpext(const std::string& text
   return proc_net_table(text, "TcpExt:").value_or(std::map<std::string, std::int64_t>{});
 }
 
+std::optional<std::int64_t> parse_ss_rcvbuf(const std::string& text) {
+  // "N" after `key` up to the first character that is not a digit; nullopt without one.
+  const auto number_after = [](const std::string& line,
+                               std::string_view key) -> std::optional<std::int64_t> {
+    const std::size_t at = line.find(key);
+    if (at == std::string::npos) {
+      return std::nullopt;
+    }
+    std::size_t end = at + key.size();
+    std::int64_t v = 0;
+    bool any = false;
+    for (; end < line.size() && line[end] >= '0' && line[end] <= '9'; ++end) {
+      v = v * 10 + (line[end] - '0');
+      any = true;
+    }
+    return any ? std::optional<std::int64_t>(v) : std::nullopt;
+  };
+  std::optional<std::int64_t> best_bytes;
+  std::optional<std::int64_t> rcvbuf;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t skmem = line.find("skmem:(");
+    if (skmem == std::string::npos) {
+      continue;
+    }
+    const auto rb = number_after(line.substr(skmem), ",rb");
+    const auto bytes = number_after(line, " bytes_received:");
+    if (rb && bytes && (!best_bytes || *bytes > *best_bytes)) {
+      best_bytes = bytes;
+      rcvbuf = rb;
+    }
+  }
+  return rcvbuf;
+}
+
 Spread spread(std::vector<double> values) {
   Spread s;
   s.n = values.size();

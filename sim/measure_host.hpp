@@ -113,6 +113,11 @@ std::map<std::string, std::int64_t> parse_snmp_tcp(const std::string& text);
 // TCPOFOQueue...); empty when there is none (the counters are context, not required).
 std::map<std::string, std::int64_t> parse_netstat_tcpext(const std::string& text);
 
+// The receive buffer (sk_rcvbuf, skmem's "rb") of the socket that has received the most bytes
+// (bytes_received) in `ss -Htmi` output: the stream's, not iperf3's control connection on the
+// same port. nullopt when no socket shows both (an old ss, or none established).
+std::optional<std::int64_t> parse_ss_rcvbuf(const std::string& text);
+
 // A namespace's TCP counters at one moment: /proc/net/snmp's Tcp, /proc/net/netstat's TcpExt.
 struct TcpCounters {
   std::map<std::string, std::int64_t> tcp;

@@ -175,6 +175,7 @@ ojson run_json(const RunFigures& r) {
             {"client_retrans_segs", r.client_retrans_segs},
             {"server_in_segs", r.server_in_segs},
             {"server_out_segs", r.server_out_segs},
+            {"server_rcvbuf", r.server_rcvbuf ? ojson(*r.server_rcvbuf) : ojson()},
             {"client_tcpext", r.client_tcpext},
             {"server_tcpext", r.server_tcpext}}},
           {"activity", activity_json(r.activity)},
@@ -601,7 +602,19 @@ ojson speed_summary_json(const std::vector<RunFigures>& runs) {
            sp.after_sleep_line.empty() ? ojson(nullptr) : spread_json(sp.after_sleep_line, 3)}};
 }
 
+// The runs' server sk_rcvbuf (RunFigures::server_rcvbuf), those that read it.
+std::vector<double> server_rcvbufs(const std::vector<RunFigures>& runs) {
+  std::vector<double> v;
+  for (const RunFigures& f : runs) {
+    if (f.server_rcvbuf) {
+      v.push_back(static_cast<double>(*f.server_rcvbuf));
+    }
+  }
+  return v;
+}
+
 ojson summary_json(const std::vector<RunFigures>& runs) {
+  const std::vector<double> rcvbufs = server_rcvbufs(runs);
   return {
       {"throughput_mbps", spread_json(each(runs, [](auto& f) { return f.throughput_mbps; }), 2)},
       {"cpu_util_pct", spread_json(each(runs, [](auto& f) { return f.cpu.non_idle_pct; }), 3)},
@@ -620,6 +633,7 @@ ojson summary_json(const std::vector<RunFigures>& runs) {
                                                        : 0.0;
                                           }),
                                      0)},
+      {"server_rcvbuf", rcvbufs.empty() ? ojson(nullptr) : spread_json(rcvbufs, 0)},
       {"activity", activity_summary_json(runs)},
       {"tcpext", tcpext_summary_json(runs)},
       {"speed", speed_summary_json(runs)}};
@@ -900,7 +914,19 @@ ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t 
   if (auto w = buffer_max(r, "client/net.ipv4.tcp_wmem")) {
     flow["sndbuf"] = *w;
   }
-  if (auto rm = buffer_max(r, "server/net.ipv4.tcp_rmem")) {
+  // The buffer: the median sk_rcvbuf the runs' streams had four fifths in, under the server
+  // namespace's tcp_rmem[2] (tcp_rmem_max), when every run read it; else, as sets measured before
+  // 2026-12-06 have it, tcp_rmem[2] itself, which the model then takes for both.
+  const auto rm = buffer_max(r, "server/net.ipv4.tcp_rmem");
+  const std::vector<double> rcvbufs = server_rcvbufs(r.runs);
+  if (!r.runs.empty() && rcvbufs.size() == r.runs.size()) {
+    auto buffer = static_cast<long long>(std::llround(spread(rcvbufs).median));
+    buffer = std::clamp(buffer, 4096LL, rm ? *rm : 1LL << 30);
+    flow["rcvbuf"] = buffer;
+    if (rm) {
+      flow["tcp_rmem_max"] = *rm;
+    }
+  } else if (rm) {
     flow["rcvbuf"] = *rm;
   }
   const int mss = r.runs.empty() ? 0 : r.runs.front().mss;

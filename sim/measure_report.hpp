@@ -56,6 +56,9 @@ struct RunFigures {
   std::int64_t client_retrans_segs = 0;
   std::int64_t server_in_segs = 0;
   std::int64_t server_out_segs = 0;   // the ACKs
+  // The stream's sk_rcvbuf at the server, read (ss -tmi) four fifths into the run: the buffer
+  // autotuning had given it by then. nullopt when ss could not say or the run ended first.
+  std::optional<std::int64_t> server_rcvbuf;
   // kRecordedTcpExt counters over the run, in each namespace (those /proc/net/netstat has)
   std::map<std::string, std::int64_t> client_tcpext;
   std::map<std::string, std::int64_t> server_tcpext;

@@ -813,6 +813,45 @@ TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
   }
 }
 
+// The stream's buffer: when every run read its server sk_rcvbuf (ss -tmi, four fifths in), the
+// flow's rcvbuf is their median and tcp_rmem_max the server namespace's tcp_rmem[2], the model
+// then holding the buffer autotuning left (not the cap) under the cap's own bounds
+// (__tcp_grow_window, tcp_select_initial_window). A run without it leaves rcvbuf at tcp_rmem[2],
+// as sets measured before the probe have it, and no tcp_rmem_max.
+TEST(MeasureReport, ScenarioFlowTakesTheRunsMedianReceiveBuffer_tcp_rcv_space_adjust) {
+  ConfigResult r = sample_result(Topology::kDirect);
+  const std::array<std::int64_t, 3> buffers = {2'000'000, 6'000'000, 3'000'000};
+  for (std::size_t i = 0; i < r.runs.size(); ++i) {
+    r.runs[i].server_rcvbuf = buffers[i];
+  }
+  auto doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
+  EXPECT_EQ(doc["traffic"]["flows"][0]["rcvbuf"], 3'000'000);
+  EXPECT_EQ(doc["traffic"]["flows"][0]["tcp_rmem_max"], 33554432);
+  const auto measurement = measurement_json(sample_context(), r);
+  EXPECT_EQ(measurement["runs"][1]["tcp"]["server_rcvbuf"], 6'000'000);
+  EXPECT_EQ(measurement["summary"]["server_rcvbuf"]["median"], 3'000'000);
+  r.runs[1].server_rcvbuf.reset();
+  doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
+  EXPECT_EQ(doc["traffic"]["flows"][0]["rcvbuf"], 33554432);
+  EXPECT_FALSE(doc["traffic"]["flows"][0].contains("tcp_rmem_max"));
+  EXPECT_TRUE(measurement_json(sample_context(), r)["runs"][1]["tcp"]["server_rcvbuf"].is_null());
+}
+
+// `ss -Htmi` as 6.18's iproute2 prints it: the stream's socket is the one that received the most,
+// not iperf3's control connection on the same port; no socket with both fields, no buffer.
+TEST(MeasureHost, SsRcvbufIsTheStreamSocketsSkmemRb) {
+  const std::string out =
+      "0 0 [::ffff:10.202.1.2]:5201 [::ffff:10.202.1.1]:54086\n"
+      "\t skmem:(r0,rb131072,t0,tb46080,f0,w0,o0,bl0,d0) cubic wscale:10,10 rto:204 "
+      "bytes_sent:4 bytes_acked:4 bytes_received:164 segs_out:6\n"
+      "1506109 0 [::ffff:10.202.1.2]:5201 [::ffff:10.202.1.1]:54092\n"
+      "\t skmem:(r1588338,rb4797060,t0,tb46080,f910,w0,o0,bl0,d16) cubic wscale:10,10 "
+      "bytes_received:3570989710 segs_out:29326 rcv_ssthresh:4721078\n";
+  EXPECT_EQ(measure::parse_ss_rcvbuf(out), 4797060);
+  EXPECT_EQ(measure::parse_ss_rcvbuf(""), std::nullopt);
+  EXPECT_EQ(measure::parse_ss_rcvbuf("\t skmem:(r0,rb131072,t0) cubic\n"), std::nullopt);
+}
+
 // Where the work ran: each CPU's median busy share over the runs, which `skbsim validate` holds
 // against the model's cpu_busy_pct_by_cpu; left out when a run did not read every CPU.
 TEST(MeasureReport, ScenarioReferenceHoldsEachCpusMedianBusyShare) {
