@@ -262,11 +262,12 @@ Range ack_rate_runs(const nlohmann::json& m) {
   return untraced_range(m, "/server_out_segs");
 }
 
-// Of the untraced runs that recorded the server's TcpExt PruneCalled, how many had it above zero:
-// {pruned, recorded}, nullopt when none recorded it (sets measured before it was). A run whose
-// receive queue outgrew sk_rcvbuf went through tcp_prune_queue, whose tcp_clamp_window raised
-// sk_rcvbuf and left window_clamp under the buffer's space; from then on its softirq ACKs every
-// few segments (docs/measure.md, "ACKs after the queue outgrew its buffer").
+// Of the untraced runs with an ACK rate that recorded the server's TcpExt PruneCalled, how many
+// had it above zero: {pruned, recorded}, nullopt when none recorded it (sets measured before it
+// was). A run whose receive queue's memory reached sk_rcvbuf went through tcp_prune_queue, whose
+// tcp_clamp_window raised sk_rcvbuf and left window_clamp under the buffer's space; while that
+// lasts its softirq ACKs every few segments (docs/measure.md, "ACKs after the queue outgrew its
+// buffer").
 std::optional<std::pair<int, int>> pruned_runs(const nlohmann::json& m) {
   static const nlohmann::json::json_pointer kRuns("/runs");
   static const nlohmann::json::json_pointer kPrune("/tcp/server_tcpext/PruneCalled");
@@ -275,8 +276,11 @@ std::optional<std::pair<int, int>> pruned_runs(const nlohmann::json& m) {
   }
   int pruned = 0;
   int recorded = 0;
+  static const nlohmann::json::json_pointer kSegs("/tcp/client_out_segs");
   for (const nlohmann::json& run : m.at(kRuns)) {
-    if (const auto n = number_at(run, kPrune)) {
+    const auto segs = number_at(run, kSegs);
+    const auto n = number_at(run, kPrune);
+    if (n && segs && *segs > 0) {  // the runs the spread is of (untraced_range)
       ++recorded;
       pruned += *n > 0 ? 1 : 0;
     }

@@ -578,13 +578,17 @@ Process start_tracer(Session& ss, pid_t reader) {
   }
 }
 
-// The stream's sk_rcvbuf at the server now (measure::parse_ss_rcvbuf); nullopt when ss fails or
-// shows none.
+// The stream's sk_rcvbuf at the server now (measure::parse_ss_rcvbuf); nullopt when ss fails,
+// takes more than 2 s or shows none: the run goes on without it.
 std::optional<std::int64_t> read_server_rcvbuf(Lab& lab, Session& ss) {
-  const Completed c = measure::run({ss.tools.ss, "-N", lab.ns(Role::kServer), "-Htmi", "state",
-                                    "established", "sport", "=", std::string(":") + kPort},
-                                   ss.scratch);
-  return c.exit_code == 0 ? measure::parse_ss_rcvbuf(c.out) : std::nullopt;
+  try {
+    const Completed c = measure::run({ss.tools.ss, "-N", lab.ns(Role::kServer), "-Htmi", "state",
+                                      "established", "sport", "=", std::string(":") + kPort},
+                                     ss.scratch, milliseconds(2000));
+    return c.exit_code == 0 ? measure::parse_ss_rcvbuf(c.out) : std::nullopt;
+  } catch (const MeasureError&) {
+    return std::nullopt;
+  }
 }
 
 void wait_listening(Lab& lab, Session& ss, Process& server) {
@@ -656,15 +660,23 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   const measure::ActivitySnapshot snap0 = activity_snapshot();
   const auto t0 = std::chrono::steady_clock::now();
   Process cl = Process::start(client, ss.scratch);
-  // Four fifths into the stream, the server socket's sk_rcvbuf (one ss call, a few milliseconds
-  // of CPU in the run's window): the buffer autotuning has left it with, which the scenario's
-  // flow takes as its rcvbuf (flow_json).
+  // Four fifths into an untraced stream, the server socket's sk_rcvbuf (one ss call, a few
+  // milliseconds of CPU in the run's window): the buffer autotuning (or tcp_clamp_window) has
+  // left it with, which the scenario's flow takes as its rcvbuf (flow_json). Not in the traced
+  // run, whose buffer nothing uses: its counts and profile stay without ss.
   const auto probe_at = milliseconds(ss.settings.duration_s * 800);
-  std::optional<int> status = cl.wait_for(probe_at);
+  std::optional<int> status;
   std::optional<std::int64_t> server_rcvbuf;
+  milliseconds waited{0};
+  if (traced == nullptr) {
+    status = cl.wait_for(probe_at);
+    waited = probe_at;
+    if (!status) {
+      server_rcvbuf = read_server_rcvbuf(lab, ss);
+    }
+  }
   if (!status) {
-    server_rcvbuf = read_server_rcvbuf(lab, ss);
-    status = cl.wait_for(std::chrono::seconds(ss.settings.duration_s + 30) - probe_at);
+    status = cl.wait_for(std::chrono::seconds(ss.settings.duration_s + 30) - waited);
   }
   const auto t1 = std::chrono::steady_clock::now();
   const measure::ActivitySnapshot snap1 = activity_snapshot();

@@ -129,14 +129,15 @@ struct TcpCounters {
 // backlog, TCPRcvCoalesce in the receive queue), reordering and its duplicate-data reports
 // (TCPOFOQueue, DelayedACKLost, TCPDSACKOldSent), the sender's corking (TCPAutoCorking), the
 // fast path's pure ACKs and data (TCPHPAcks, TCPPureAcks, TCPHPHits), and a receive queue that
-// outgrew sk_rcvbuf (tcp_prune_queue: PruneCalled; TCPRcvCollapsed, RcvPruned and TCPRcvQDrop,
-// the skbs it merged, pruned or dropped), whose tcp_clamp_window raises sk_rcvbuf and leaves
-// window_clamp under the buffer's space (docs/measure.md, "ACKs while the buffer grows").
+// outgrew sk_rcvbuf (tcp_prune_queue: PruneCalled; OfoPruned, TCPRcvCollapsed, RcvPruned and
+// TCPRcvQDrop, the skbs it pruned from the out-of-order queue, merged, pruned or dropped), whose
+// tcp_clamp_window raises sk_rcvbuf and leaves window_clamp under the buffer's space
+// (docs/measure.md, "ACKs after the queue outgrew its buffer").
 inline constexpr const char* kRecordedTcpExt[] = {
-    "DelayedACKs",     "TCPAckCompressed", "TCPBacklogCoalesce", "TCPRcvCoalesce",
-    "TCPOFOQueue",     "DelayedACKLost",   "TCPDSACKOldSent",    "TCPAutoCorking",
-    "TCPHPAcks",       "TCPPureAcks",      "TCPHPHits",          "PruneCalled",
-    "TCPRcvCollapsed", "RcvPruned",        "TCPRcvQDrop"};
+    "DelayedACKs", "TCPAckCompressed", "TCPBacklogCoalesce", "TCPRcvCoalesce",
+    "TCPOFOQueue", "DelayedACKLost",   "TCPDSACKOldSent",    "TCPAutoCorking",
+    "TCPHPAcks",   "TCPPureAcks",      "TCPHPHits",          "PruneCalled",
+    "OfoPruned",   "TCPRcvCollapsed",  "RcvPruned",          "TCPRcvQDrop"};
 
 struct Spread {
   std::size_t n = 0;

@@ -921,7 +921,7 @@ ojson flow_json(const MeasureContext& ctx, const ConfigResult& r, std::uint32_t 
   const std::vector<double> rcvbufs = server_rcvbufs(r.runs);
   if (!r.runs.empty() && rcvbufs.size() == r.runs.size()) {
     auto buffer = static_cast<long long>(std::llround(spread(rcvbufs).median));
-    buffer = std::clamp(buffer, 4096LL, rm ? *rm : 1LL << 30);
+    buffer = std::clamp(buffer, 4096LL, rm ? std::max(*rm, 4096LL) : 1LL << 30);
     flow["rcvbuf"] = buffer;
     if (rm) {
       flow["tcp_rmem_max"] = *rm;

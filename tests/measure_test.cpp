@@ -830,6 +830,12 @@ TEST(MeasureReport, ScenarioFlowTakesTheRunsMedianReceiveBuffer_tcp_rcv_space_ad
   const auto measurement = measurement_json(sample_context(), r);
   EXPECT_EQ(measurement["runs"][1]["tcp"]["server_rcvbuf"], 6'000'000);
   EXPECT_EQ(measurement["summary"]["server_rcvbuf"]["median"], 3'000'000);
+  // never past tcp_rmem[2] (what ss read cannot exceed it; a scenario would refuse it)
+  r.sysctls["server/net.ipv4.tcp_rmem"] = "4096 131072 2500000";
+  doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
+  EXPECT_EQ(doc["traffic"]["flows"][0]["rcvbuf"], 2'500'000);
+  EXPECT_EQ(doc["traffic"]["flows"][0]["tcp_rmem_max"], 2'500'000);
+  r.sysctls["server/net.ipv4.tcp_rmem"] = "4096 131072 33554432";
   r.runs[1].server_rcvbuf.reset();
   doc = scenario_json(sample_context(), r, "x.json", "measurements/x.json");
   EXPECT_EQ(doc["traffic"]["flows"][0]["rcvbuf"], 33554432);
