@@ -9,10 +9,13 @@
 #   clmp%, clamp gap     those sent with window_clamp under the buffer's space, sk_rcvbuf
 #                        scaled by scaling_ratio, and the mean gap in bytes
 #   room                 the mean room tcp_grow_window sees with an empty queue
-#   grown, other         tcp_rcvbuf_grow events, and sk_rcvbuf moves without one (raised by
-#                        tcp_clamp_window after tcp_prune_queue), sk_rcvbuf after the last growth
-# then the measure's TcpExt counters of tcp_prune_queue, and the model's ACKs per segment by path
-# on the scenario the measure wrote. A run whose queue outgrew sk_rcvbuf is left with window_clamp
+#   grown, other         tcp_rcvbuf_grow events (tcp_rcv_space_adjust), and sk_rcvbuf moves
+#                        without one (tcp_clamp_window after tcp_prune_queue, or the out-of-order
+#                        queue's growth)
+#   sk_rcvbuf            the largest sk_rcvbuf at an ACK
+# (the stream's ACKs only, not iperf3's control connection); then the measure's TcpExt counters of
+# tcp_prune_queue and of reordering, the client's retransmissions, and the model's ACKs per
+# segment by path on the scenario the measure wrote. A run whose queue outgrew sk_rcvbuf is left with window_clamp
 # under the buffer's space and rcv_ssthresh at the clamp: a short queue then offers the same
 # window every time, and the softirq ACKs every few segments (docs/measure.md, "ACKs after the
 # queue outgrew its buffer"). Root; mounts tracefs for the run if it is not mounted (and
@@ -51,21 +54,23 @@ awk '
       segs = v["segs", s]
       if (segs < 10000) continue
       shown++
-      printf "%4d %8d %8.4f %6.1f %6.1f %6.1f %6.1f %9d %9d %5d %5d %9s\n", s, segs,
+      printf "%4d %8d %8.4f %6.1f %6.1f %6.1f %6.1f %9d %9d %5d %5d %9d\n", s, segs,
              v["acks", s] / segs, pct("acks_free", s), pct("acks_unread", s), pct("ss_fits", s),
              pct("clamp_under", s), v["clamp_gap", s], v["lag", s], v["grown", s],
-             v["rcvbuf_other", s], v["grown", s] ? v["rcvbuf", s] : "-"
+             v["rcvbuf_other", s], v["rcvbuf", s]
     }
     if (!shown) {
       print "ack-state: no second with 10 000 data segments on skbm-c0" > "/dev/stderr"
       exit 1
     }
   }' "$maps"
-# The measure's TcpExt counters of tcp_prune_queue, client's then server's namespace (its JSON
-# keeps an object's keys sorted): per run, and only the server's receive data.
-for counter in PruneCalled TCPRcvCollapsed RcvPruned TCPRcvQDrop; do
+# The measure's counters, client's then server's namespace (its JSON keeps an object's keys
+# sorted), per run: tcp_prune_queue's and the reordering's TcpExt, and the client's
+# retransmissions. A counter this kernel lacks prints nothing.
+for counter in PruneCalled OfoPruned TCPRcvCollapsed RcvPruned TCPRcvQDrop TCPOFOQueue \
+  DelayedACKLost client_retrans_segs; do
   printf "%s (client, server, per run):" "$counter"
-  grep -hoE "\"$counter\": [0-9]+" "$out"/measurement/measurements/*.json |
+  { grep -hoE "\"$counter\": [0-9]+" "$out"/measurement/measurements/*.json || true; } |
     awk '{ printf " %s", $2 } END { print "" }'
 done
 # The model on the scenario the measure wrote (its preset: pass --preset to the measure), its ACKs
