@@ -45,9 +45,9 @@ std::uint32_t advmss(const TcpSock& s) {
 }
 
 // tcp_rmem[2], which sizes rcv_wscale (tcp_select_initial_window) and bounds __tcp_grow_window:
-// the flow's tcp_rmem_max when it has one; else its rcvbuf when larger (a measured flow's rcvbuf
-// is its host's tcp_rmem[2]), else the default tcp_init() sets on any machine with memory to
-// spare, 6 MB.
+// the flow's tcp_rmem_max when it has one; else its rcvbuf when larger (a flow measured before
+// 2026-12-06 has its host's tcp_rmem[2] as rcvbuf), else the default tcp_init() sets on any
+// machine with memory to spare, 6 MB.
 constexpr std::int64_t kTcpRmemMaxDefault = 6 * 1024 * 1024;
 // tcp_rmem[1], a socket's buffer before autotuning grows it (the default, 128 KB).
 constexpr std::int64_t kTcpRmemDefault = 128 * 1024;

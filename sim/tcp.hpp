@@ -53,8 +53,9 @@ struct TcpParams {
   // tcp_rmem[2] of the receiver's namespace: what sizes the window scale of an unlocked buffer
   // (tcp_select_initial_window) and bounds __tcp_grow_window. 0: the larger of rcvbuf and the
   // 6 MB tcp_init() sets on a machine with memory to spare, for a flow whose rcvbuf is that
-  // maximum (as skbsim measure writes it); set apart from rcvbuf, rcvbuf is the buffer
-  // autotuning left the socket with (tcp_rcv_space_adjust, not modelled).
+  // maximum (as sets measured before 2026-12-06 have it); set apart from rcvbuf, rcvbuf is the
+  // buffer autotuning left the socket with (tcp_rcv_space_adjust, not modelled), as skbsim
+  // measure now writes it.
   std::uint32_t tcp_rmem_max = 0;
 };
 
