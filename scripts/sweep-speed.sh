@@ -21,7 +21,7 @@ micros() {  # wall time of one sweep in microseconds (bash 5's EPOCHREALTIME)
   sweep "$@"
   echo $(( ${EPOCHREALTIME/./} - start ))
 }
-for i in $(seq "$repeat"); do
+for _ in $(seq "$repeat"); do
   one=$(micros --jobs 1 --out "$out/j1")
   two=$(micros --jobs 2 --out "$out/j2")
   cmp -s "$out/j1/sweep.json" "$out/j2/sweep.json" && cmp -s "$out/j1/sweep.csv" "$out/j2/sweep.csv" \
