@@ -14,12 +14,12 @@
 #                        queue's growth)
 #   sk_rcvbuf            the largest sk_rcvbuf at an ACK
 # (the stream's ACKs only, not iperf3's control connection); then the measure's TcpExt counters of
-# tcp_prune_queue and of reordering, the client's retransmissions, and the model's ACKs per
-# segment by path on the scenario the measure wrote. A run whose queue outgrew sk_rcvbuf is left with window_clamp
-# under the buffer's space and rcv_ssthresh at the clamp: a short queue then offers the same
-# window every time, and the softirq ACKs every few segments (docs/measure.md, "ACKs after the
-# queue outgrew its buffer"). Root; mounts tracefs for the run if it is not mounted (and
-# unmounts it).
+# tcp_prune_queue and of reordering, the client's retransmissions, and the model's ACKs per segment
+# by path (and the rcvbuf it ran with) on the scenario the measure wrote. A run whose queue outgrew
+# sk_rcvbuf is left with window_clamp under the buffer's space and rcv_ssthresh at the clamp: a
+# short queue then offers the same window every time, and the softirq ACKs every few segments
+# (docs/measure.md, "ACKs after the queue outgrew its buffer"). Root; mounts tracefs for the run if
+# it is not mounted (and unmounts it).
 #
 #   bash scripts/ack-state.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/ack-state.sh /tmp/ak --topology forward --variant off --rate unlimited \
@@ -67,12 +67,17 @@ awk '
 # The measure's counters, client's then server's namespace (its JSON keeps an object's keys
 # sorted), per run: tcp_prune_queue's and the reordering's TcpExt, and the client's
 # retransmissions. A counter this kernel lacks prints nothing.
-for counter in PruneCalled OfoPruned TCPRcvCollapsed RcvPruned TCPRcvQDrop TCPOFOQueue \
-  DelayedACKLost client_retrans_segs; do
-  printf "%s (client, server, per run):" "$counter"
-  { grep -hoE "\"$counter\": [0-9]+" "$out"/measurement/measurements/*.json || true; } |
+counters() {
+  { grep -hoE "\"$1\": [0-9]+" "$out"/measurement/measurements/*.json || true; } |
     awk '{ printf " %s", $2 } END { print "" }'
+}
+for counter in PruneCalled OfoPruned TCPRcvCollapsed RcvPruned TCPRcvQDrop TCPOFOQueue \
+  DelayedACKLost; do
+  printf "%s (client, server, per run):" "$counter"
+  counters "$counter"
 done
+printf "client_retrans_segs (per run):"
+counters client_retrans_segs
 # The model on the scenario the measure wrote (its preset: pass --preset to the measure), its ACKs
 # per segment by the path that sent them, which are all of the first kind (it has no autotuning).
 trace_measure_scenario ack-state "$out"
@@ -83,6 +88,8 @@ d = json.load(sys.stdin)
 a = d.get("tcp_acks_by_path")
 if a is None:
     sys.exit("ack-state: this skbsim writes no tcp_acks_by_path (rebuild it)")
-print("the model (%s): %.4f ACKs per segment: %s" % (d.get("preset", "?"), sum(a.values()),
-      ", ".join("%s %.4f" % kv for kv in a.items())))' <"$out/model.json"
+flow = json.load(open(sys.argv[1]))["traffic"]["flows"][0]
+print("the model (%s, rcvbuf %s): %.4f ACKs per segment: %s" % (d.get("preset", "?"),
+      flow.get("rcvbuf", "?"), sum(a.values()), ", ".join("%s %.4f" % kv for kv in a.items())))' \
+    "$trace_measure_scenario_file" <"$out/model.json"
 fi

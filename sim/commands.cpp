@@ -276,11 +276,9 @@ std::optional<std::pair<int, int>> pruned_runs(const nlohmann::json& m) {
   }
   int pruned = 0;
   int recorded = 0;
-  static const nlohmann::json::json_pointer kSegs("/tcp/client_out_segs");
   for (const nlohmann::json& run : m.at(kRuns)) {
-    const auto segs = number_at(run, kSegs);
     const auto n = number_at(run, kPrune);
-    if (n && segs && *segs > 0) {  // the runs the spread is of (untraced_range)
+    if (n && per_client_segment(run, "/server_out_segs")) {  // the runs the spread is of
       ++recorded;
       pruned += *n > 0 ? 1 : 0;
     }

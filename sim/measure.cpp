@@ -665,18 +665,19 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   // left it with, which the scenario's flow takes as its rcvbuf (flow_json). Not in the traced
   // run, whose buffer nothing uses: its counts and profile stay without ss.
   const auto probe_at = milliseconds(ss.settings.duration_s * 800);
+  const auto deadline = t0 + std::chrono::seconds(ss.settings.duration_s + 30);
   std::optional<int> status;
   std::optional<std::int64_t> server_rcvbuf;
-  milliseconds waited{0};
   if (traced == nullptr) {
     status = cl.wait_for(probe_at);
-    waited = probe_at;
     if (!status) {
       server_rcvbuf = read_server_rcvbuf(lab, ss);
     }
   }
   if (!status) {
-    status = cl.wait_for(std::chrono::seconds(ss.settings.duration_s + 30) - waited);
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    status = cl.wait_for(std::max(left, milliseconds(0)));
   }
   const auto t1 = std::chrono::steady_clock::now();
   const measure::ActivitySnapshot snap1 = activity_snapshot();

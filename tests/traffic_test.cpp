@@ -537,7 +537,8 @@ TEST(ReceiveWindow6x, ALockedBufferSizesItsOwnWindowScale_tcp_select_initial_win
   constexpr std::int64_t kRmem2 = std::int64_t{32} << 20;
   EXPECT_EQ(tcp_initial_window(131072, false, 1460, kRmem2).rcv_wscale, 10U);
   // an unlocked buffer autotuning left at 4 MB (a flow's rcvbuf with its tcp_rmem_max): the
-  // scale is tcp_rmem[2]'s, 10 under 32 MB, where taking the buffer for tcp_rmem[2] gives 7
+  // scale is tcp_rmem[2]'s, 10 under 32 MB; without tcp_rmem_max the model takes the larger of
+  // the buffer and the 6 MB default, which gives 7
   EXPECT_EQ(tcp_initial_window(4194304, false, 1460, kRmem2).rcv_wscale, 10U);
   EXPECT_EQ(tcp_initial_window(4194304, false, 1460, 6291456).rcv_wscale, 7U);
   const std::vector<std::pair<std::int64_t, std::uint32_t>> locked = {
