@@ -578,12 +578,19 @@ Process start_tracer(Session& ss, pid_t reader) {
   }
 }
 
+// ss in the server's namespace on the test's port: `ss -N <server> <options...> sport = :<port>`.
+std::vector<std::string> server_ss(Lab& lab, Session& ss, std::vector<std::string> options) {
+  std::vector<std::string> argv = {ss.tools.ss, "-N", lab.ns(Role::kServer)};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.insert(argv.end(), {"sport", "=", std::string(":") + kPort});
+  return argv;
+}
+
 // The stream's sk_rcvbuf at the server now (measure::parse_ss_rcvbuf); nullopt when ss fails,
 // takes more than 2 s or shows none: the run goes on without it.
 std::optional<std::int64_t> read_server_rcvbuf(Lab& lab, Session& ss) {
   try {
-    const Completed c = measure::run({ss.tools.ss, "-N", lab.ns(Role::kServer), "-Htmi", "state",
-                                      "established", "sport", "=", std::string(":") + kPort},
+    const Completed c = measure::run(server_ss(lab, ss, {"-Htmi", "state", "established"}),
                                      ss.scratch, milliseconds(2000));
     return c.exit_code == 0 ? measure::parse_ss_rcvbuf(c.out) : std::nullopt;
   } catch (const MeasureError&) {
@@ -594,9 +601,7 @@ std::optional<std::int64_t> read_server_rcvbuf(Lab& lab, Session& ss) {
 void wait_listening(Lab& lab, Session& ss, Process& server) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (true) {
-    const Completed c = measure::run(
-        {ss.tools.ss, "-N", lab.ns(Role::kServer), "-Hltn", "sport", "=", std::string(":") + kPort},
-        ss.scratch);
+    const Completed c = measure::run(server_ss(lab, ss, {"-Hltn"}), ss.scratch);
     if (c.exit_code == 0 && !trimmed(c.out).empty()) {
       return;
     }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -324,21 +325,17 @@ std::map<std::string, std::int64_t> parse_netstat_tcpext(const std::string& text
 }
 
 std::optional<std::int64_t> parse_ss_rcvbuf(const std::string& text) {
-  // "N" after `key` up to the first character that is not a digit; nullopt without one.
-  const auto number_after = [](const std::string& line,
+  // The decimal number right after `key`; nullopt without one.
+  const auto number_after = [](std::string_view line,
                                std::string_view key) -> std::optional<std::int64_t> {
     const std::size_t at = line.find(key);
-    if (at == std::string::npos) {
+    if (at == std::string_view::npos) {
       return std::nullopt;
     }
-    std::size_t end = at + key.size();
+    const std::string_view digits = line.substr(at + key.size());
     std::int64_t v = 0;
-    bool any = false;
-    for (; end < line.size() && line[end] >= '0' && line[end] <= '9'; ++end) {
-      v = v * 10 + (line[end] - '0');
-      any = true;
-    }
-    return any ? std::optional<std::int64_t>(v) : std::nullopt;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    return ec == std::errc() ? std::optional<std::int64_t>(v) : std::nullopt;
   };
   std::optional<std::int64_t> best_bytes;
   std::optional<std::int64_t> rcvbuf;
@@ -349,7 +346,7 @@ std::optional<std::int64_t> parse_ss_rcvbuf(const std::string& text) {
     if (skmem == std::string::npos) {
       continue;
     }
-    const auto rb = number_after(line.substr(skmem), ",rb");
+    const auto rb = number_after(std::string_view(line).substr(skmem), ",rb");
     const auto bytes = number_after(line, " bytes_received:");
     if (rb && bytes && (!best_bytes || *bytes > *best_bytes)) {
       best_bytes = bytes;
