@@ -1096,8 +1096,7 @@ ojson measurement_json(const MeasureContext& ctx, const ConfigResult& r) {
   j["setup"] = setup_json(ctx, r, plan);
   j["speed_check"] = {{"unsteady_retries", ctx.unsteady_retries},
                       {"waited_for_normal_speed_s", rounded(r.settle_wait_s, 1)},
-                      {"slack", {{"alu", kAluSlack}, {"syscall", kSyscallSlack},
-                                 {"wake_round_trip", kWakeSlack}}},
+                      {"slack", {{"alu", kAluSlack}, {"syscall", kSyscallSlack}}},
                       {"best_before_first_run", yardstick_json(ctx.first_speed)},
                       {"best", yardstick_json(ctx.best_speed)}};
   ojson runs = ojson::array();

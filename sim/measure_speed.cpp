@@ -276,10 +276,6 @@ std::string unsteady_reason(const RunSpeed& run, const SpeedYardstick& best) {
     }
     check_side(why, "alu", "ns", p->alu_ns(), best.alu_ns, kAluSlack, side);
     check_side(why, "syscall", "ns", p->syscall_ns(), best.syscall_ns, kSyscallSlack, side);
-    if (p->wake_round_trip_us) {
-      check_side(why, "wake-up round trip", "us", *p->wake_round_trip_us,
-                 best.wake_round_trip_us, kWakeSlack, side);
-    }
   }
   return why.str();
 }

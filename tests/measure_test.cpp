@@ -1413,7 +1413,7 @@ TEST(MeasureSpeed, YardstickKeepsEachFiguresFastestSideAndJudgesBothSidesOfARun)
   best.add(SpeedProbe{});  // an empty probe changes nothing
   EXPECT_DOUBLE_EQ(*best.alu_ns, 1.2);  // means over the CPUs
   EXPECT_DOUBLE_EQ(*best.syscall_ns, 1000);
-  EXPECT_DOUBLE_EQ(*best.wake_round_trip_us, 24);
+  EXPECT_DOUBLE_EQ(*best.wake_round_trip_us, 24);  // kept as context
   EXPECT_DOUBLE_EQ(run.alu_ns(), 1.2);
   EXPECT_EQ(run.wake_round_trip_us(), 25.0);
 
@@ -1423,12 +1423,23 @@ TEST(MeasureSpeed, YardstickKeepsEachFiguresFastestSideAndJudgesBothSidesOfARun)
   const std::string why = unsteady_reason(run, best);
   EXPECT_NE(why.find("alu 1.65 ns > 1.2 x 1.2 (after)"), std::string::npos) << why;
   EXPECT_NE(why.find("syscall 1420 ns"), std::string::npos) << why;
-  EXPECT_NE(why.find("wake-up round trip 160 us > 2 x 24 (after)"), std::string::npos) << why;
   EXPECT_EQ(why.find("(before)"), std::string::npos) << why;
-  run.after = probe_of(1.2, 1000, std::nullopt);  // one CPU: no wake-up probe, not held against it
+  EXPECT_EQ(why.find("wake"), std::string::npos) << why;
+  run.after = probe_of(1.2, 1000, std::nullopt);  // one CPU: no wake-up probe
   run.before = probe_of(1.2, 1000, 49);
-  EXPECT_NE(unsteady_reason(run, best).find("wake-up round trip 49 us"), std::string::npos);
   EXPECT_EQ(run.wake_round_trip_us(), std::nullopt);
+}
+
+// The wake-up round trip is context, not a verdict: on the KVM guests it doubled from one probe
+// to the next while the runs cost what the others did (docs/measure.md, "The speed probe"), so a
+// run whose only slow figure is the wake-up counts, before it as after it.
+TEST(MeasureSpeed, AWakeUpRoundTripAloneDoesNotSetARunAside) {
+  SpeedYardstick best;
+  best.add(probe_of(1.0, 65, 38));
+  const RunSpeed run{.before = probe_of(1.05, 70, 85), .after = probe_of(1.02, 68, 110)};
+  EXPECT_EQ(unsteady_reason(run, best), "");
+  const RunSpeed slow{.before = probe_of(1.05, 70, 85), .after = probe_of(1.02, 80, 110)};
+  EXPECT_EQ(unsteady_reason(slow, best), "syscall 80 ns > 1.2 x 65 (after)");
 }
 
 // The measurement file keeps every run's probes, the runs set aside and the yardstick; the
@@ -1456,6 +1467,8 @@ TEST(MeasureReport, SpeedProbesRunsSetAsideAndTheYardstickAreRecorded) {
   EXPECT_EQ(j["speed_check"]["unsteady_retries"], 3);
   EXPECT_EQ(j["speed_check"]["waited_for_normal_speed_s"], 0.0);
   EXPECT_EQ(j["speed_check"]["best"]["alu_ns"], 1.2);
+  // The slacks of the figures judged: not the wake-up round trip's.
+  EXPECT_EQ(j["speed_check"]["slack"], nlohmann::ordered_json({{"alu", 1.2}, {"syscall", 1.2}}));
   EXPECT_TRUE(j["speed_check"]["best_before_first_run"]["alu_ns"].is_null());
   EXPECT_NE(summary_row(r).find("     1 "), std::string::npos) << summary_row(r);
   EXPECT_NE(summary_row(r).find("   1.250    1000"), std::string::npos) << summary_row(r);
