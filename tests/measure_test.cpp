@@ -1426,7 +1426,7 @@ TEST(MeasureSpeed, YardstickKeepsEachFiguresFastestSideAndJudgesBothSidesOfARun)
   EXPECT_EQ(why.find("(before)"), std::string::npos) << why;
   EXPECT_EQ(why.find("wake"), std::string::npos) << why;
   run.after = probe_of(1.2, 1000, std::nullopt);  // one CPU: no wake-up probe
-  run.before = probe_of(1.2, 1000, 49);             // over 2 x 24: context, not a verdict
+  run.before = probe_of(1.2, 1000, 49);           // over 2 x 24: context, not a verdict
   EXPECT_EQ(unsteady_reason(run, best), "");
   EXPECT_EQ(run.wake_round_trip_us(), std::nullopt);
 }
