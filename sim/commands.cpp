@@ -237,15 +237,18 @@ std::optional<double> per_client_segment(const nlohmann::json& run, const std::s
 
 using Range = std::optional<std::pair<double, double>>;
 
+// The untraced runs' records (the measurement's /runs); none when it has no such array.
+const nlohmann::json& untraced_runs(const nlohmann::json& m) {
+  static const nlohmann::json::json_pointer kRuns("/runs");
+  static const nlohmann::json kNone = nlohmann::json::array();
+  return m.contains(kRuns) && m.at(kRuns).is_array() ? m.at(kRuns) : kNone;
+}
+
 // The min..max over the untraced runs (the measurement's /runs) of `counter` per client segment,
 // the runs without it left out (a run without both counts says nothing).
 Range untraced_range(const nlohmann::json& m, const std::string& counter) {
-  static const nlohmann::json::json_pointer kRuns("/runs");
-  if (!m.contains(kRuns) || !m.at(kRuns).is_array()) {
-    return std::nullopt;
-  }
   Range range;
-  for (const nlohmann::json& run : m.at(kRuns)) {
+  for (const nlohmann::json& run : untraced_runs(m)) {
     if (const auto v = per_client_segment(run, counter)) {
       range = range ? std::pair{std::min(range->first, *v), std::max(range->second, *v)}
                     : std::pair{*v, *v};
@@ -269,14 +272,10 @@ Range ack_rate_runs(const nlohmann::json& m) {
 // lasts its softirq ACKs every few segments (docs/measure.md, "ACKs after the queue outgrew its
 // buffer").
 std::optional<std::pair<int, int>> pruned_runs(const nlohmann::json& m) {
-  static const nlohmann::json::json_pointer kRuns("/runs");
   static const nlohmann::json::json_pointer kPrune("/tcp/server_tcpext/PruneCalled");
-  if (!m.contains(kRuns) || !m.at(kRuns).is_array()) {
-    return std::nullopt;
-  }
   int pruned = 0;
   int recorded = 0;
-  for (const nlohmann::json& run : m.at(kRuns)) {
+  for (const nlohmann::json& run : untraced_runs(m)) {
     const auto n = number_at(run, kPrune);
     if (n && per_client_segment(run, "/server_out_segs")) {  // the runs the spread is of
       ++recorded;

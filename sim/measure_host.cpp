@@ -334,8 +334,9 @@ std::optional<std::int64_t> parse_ss_rcvbuf(const std::string& text) {
     }
     const std::string_view digits = line.substr(at + key.size());
     std::int64_t v = 0;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-    return ec == std::errc() ? std::optional<std::int64_t>(v) : std::nullopt;
+    const std::from_chars_result r =
+        std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    return r.ec == std::errc() ? std::optional<std::int64_t>(v) : std::nullopt;
   };
   std::optional<std::int64_t> best_bytes;
   std::optional<std::int64_t> rcvbuf;
