@@ -300,6 +300,7 @@ void Net::defer_free(ExecCtx& ctx) {
   sn.defer_ipi_scheduled = true;
   Cpu& to = *host.cpus[skb.alloc_cpu];
   ctx.cpu().submit_next({&here, [this, &here, &to, &sn] {
+                           const Time kick = engine().task_clock();
                            charge(here, Sym::kKickDeferListPurge);
                            // smp_call_function_single_async: no IPI to a CPU still polling in
                            // its idle loop (set_nr_if_polling), which runs the call from there.
@@ -310,17 +311,14 @@ void Net::defer_free(ExecCtx& ctx) {
                            if (!polling) {
                              charge_ipi(here, wake);
                            }
-                           const Time latency = wake.latency;
-                           engine().after_task([this, &to, &sn, latency, polling] {
-                             engine().at(engine().now() + latency, [this, &to, &sn, polling] {
-                               to.submit({sn.ctx.get(), [this, &to, &sn, polling] {
-                                            if (!polling) {
-                                              charge(*sn.ctx, Sym::kIpiInterrupt);
-                                            }
-                                            sn.defer_ipi_scheduled = false;
-                                            raise_net_rx(to, sn);
-                                          }});
-                             });
+                           after_latency(kick, wake.latency, [this, &to, &sn, polling] {
+                             to.submit({sn.ctx.get(), [this, &to, &sn, polling] {
+                                          if (!polling) {
+                                            charge(*sn.ctx, Sym::kIpiInterrupt);
+                                          }
+                                          sn.defer_ipi_scheduled = false;
+                                          raise_net_rx(to, sn);
+                                        }});
                            });
                          }});
 }
@@ -352,6 +350,7 @@ DevCounters::Side DevCounters::Side::since(const Side& earlier) const noexcept {
 }
 
 void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
+  const Time waking = engine().task_clock();  // sched_waking, where the latency starts
   charge(from, Sym::kScheduleWakeup);
   // ttwu_queue_wakelist -> send_call_function_single_ipi: no IPI to a CPU still polling in its
   // idle loop (set_nr_if_polling; sched:sched_wake_idle_without_ipi), which leaves the loop and
@@ -381,13 +380,17 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
       });
     }});
   };
-  const Time latency = wake.latency;
-  if (latency == 0) {
-    engine().after_task(std::move(switch_in));
+  after_latency(waking, wake.latency, std::move(switch_in));
+}
+
+void Net::after_latency(Time since, Time latency, std::function<void()> fn) {
+  const Time spent = engine().task_clock() - since;
+  if (latency <= spent) {
+    engine().after_task(std::move(fn));
     return;
   }
-  engine().after_task([this, latency, switch_in = std::move(switch_in)]() mutable {
-    engine().at(engine().now() + latency, std::move(switch_in));
+  engine().after_task([this, rest = latency - spent, fn = std::move(fn)]() mutable {
+    engine().at(engine().now() + rest, std::move(fn));
   });
 }
 

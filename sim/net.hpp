@@ -258,6 +258,11 @@ class Net {
   // The IPI that wakes `to`: smp_send_reschedule's price on `from`, and the exit's
   // (kSendIpiBlocked, CostModel::ipi_send_blocked_ps) when the host blocked `to`.
   void charge_ipi(ExecCtx& from, const IdleWake& wake);
+  // Runs `fn` `latency` after `since`, a moment of the running task (its task_clock) where the
+  // wake-up began, and not before the time that task has charged so far has passed. The preset's
+  // latencies are measured from the waker's sched_waking, so what the waker spends after it
+  // (try_to_wake_up, the IPI and, to a blocked vCPU, the host's kick) passes within them.
+  void after_latency(Time since, Time latency, std::function<void()> fn);
   // Restarts idle_wake_spread's draws at `seed`'s sequence (run_scenario: the scenario's seed,
   // before the engine runs): each seed its own splitmix64 sequence. Seed 1's is the one a Net
   // never seeded draws, the one every run drew before seeds picked it.

@@ -641,6 +641,57 @@ TEST(IpiSend, AnIpiToAVcpuTheHostBlockedAlsoCostsItsSenderTheExit_kvm_vcpu_kick)
   EXPECT_EQ(waker.ledger().cell(Sym::kSendIpiBlocked).cost_ps, 2 * 13 * kPsPerUs);
 }
 
+// The preset's wake-up latencies are measured from the waker's sched_waking (trace_sched_waking,
+// first thing in try_to_wake_up) to the woken task's switch-in. What the waker spends after that
+// point (try_to_wake_up's work, smp_send_reschedule and, to a vCPU the host blocked, the exit while
+// kvm_vcpu_kick wakes its thread) passes within that latency: the woken task runs as soon whatever
+// the exit costs its sender, and no sooner than the waker has paid it.
+TEST(IdleWake, TheLatencyRunsFromSchedWakingNotFromTheEndOfTheWakersIpi_try_to_wake_up) {
+  // The time the woken task starts on CPU 1, a wake-up from CPU 0 at 1000 us after CPU 1 halted
+  // at 0 (past the window: blocked), and when the waker's task is done.
+  struct Times {
+    Time woken = 0;
+    Time waker_done = 0;
+  };
+  const auto wake_once = [](Time blocked_latency, Time ipi_blocked) {
+    CostModel m;
+    m.idle_wake_ps = 7 * kPsPerUs;
+    m.idle_wake_blocked_ps = blocked_latency;
+    m.halt_poll_max_ps = 200 * kPsPerUs;
+    m.call_ps[index(Sym::kTcpRecvmsg)] = 3 * kPsPerUs;
+    m.call_ps[index(Sym::kScheduleWakeup)] = 1 * kPsPerUs;
+    m.call_ps[index(Sym::kSendIpi)] = kPsPerUs / 2;
+    m.ipi_send_blocked_ps = ipi_blocked;
+    m.call_ps[index(Sym::kSendIpiBlocked)] = ipi_blocked;
+    Net net(KernelModel::configured(KernelVersion::k6x, 176), m);
+    Host& h = net.add_host("H", 2, 2);
+    ExecCtx& waker = net.add_context(h, "waker", 0, Level::kProcess);
+    ExecCtx& reader = net.add_context(h, "reader", 1, Level::kProcess);
+    Times t;
+    const Time at = 1000 * kPsPerUs;
+    net.engine().at(at, [&] {
+      h.cpus[0]->submit({&waker, [&] {
+                           net.charge(waker, Sym::kTcpRecvmsg);  // work before sched_waking
+                           net.wake_process(waker, reader, [&] { t.woken = net.engine().now(); });
+                           t.waker_done = net.engine().task_clock();
+                         }});
+    });
+    net.engine().run_until(5000 * kPsPerUs);
+    EXPECT_GT(t.woken, at) << "never woken";
+    return t;
+  };
+  const Times cheap = wake_once(70 * kPsPerUs, 0);
+  const Times dear = wake_once(70 * kPsPerUs, 13 * kPsPerUs);
+  EXPECT_EQ(dear.waker_done - cheap.waker_done, 13 * kPsPerUs) << "the waker pays the exit";
+  EXPECT_EQ(dear.woken, cheap.woken) << "within the latency, not before it";
+  // From sched_waking: 70 us, then the woken CPU's own charges (none priced here) before the task.
+  EXPECT_EQ(cheap.woken, 1000 * kPsPerUs + 3 * kPsPerUs + 70 * kPsPerUs);
+  // A latency shorter than what the waker spends after sched_waking: the task starts when the
+  // waker is done, not before.
+  const Times quick = wake_once(5 * kPsPerUs, 13 * kPsPerUs);
+  EXPECT_EQ(quick.woken, quick.waker_done);
+}
+
 TEST(IpiSend, TheBlockedExitIsPricedAsTimeWithTheHostsPollingWindow) {
   nlohmann::ordered_json doc = modern_doc();
   EXPECT_EQ(modern().model().call_ps[index(Sym::kSendIpiBlocked)], 0) << "absent: no charge";

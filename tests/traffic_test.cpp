@@ -1059,24 +1059,22 @@ TEST(SocketBacklog, EveryAckIsCountedUnderThePathThatSentIt) {
 // call's end they are about one (those the softirq takes between calls, when the socket is free,
 // come on top). The costs are the starting preset's (modern-2core.json), which no fit moves: how
 // many ACKs the softirq takes between calls depends on them (1.01 to 1.42 per call across the
-// fitted presets), and with these the mechanism stands out: 1.01 (direct) and 1.21 (forward, whose
-// receiver's softirq ACKs the first skb after each drain: 6.x rcv_ssthresh) per call, 1.51-1.54
-// with release_sock run inside the call (checked by disabling release_owed).
+// fitted presets). With these `direct` shows the mechanism: 1.11 per call, 1.85 with release_sock
+// run inside the call (checked by disabling release_owed). `forward`, whose ACKs seldom reach the
+// sender within a call with these costs, sends 1.40 either way, so it cannot tell.
 TEST(SocketBacklog, TheSendersAcksWaitForTheCallsReleaseSock) {
   const CostModel start =
       CostPreset::load(std::string(SKBSIM_SOURCE_DIR) + "/scenarios/models/modern-2core.json",
                        "modern-2core.json")
           .model();
-  for (const char* name : {"forward-on-unlimited", "direct-on-unlimited"}) {
-    ScenarioSpec spec = measured_vm(name, 0.02, 0.005);
-    spec.cost = start;
-    const RunResult r = run_scenario(spec);
-    const HostResult& h = r.hosts.front();
-    const double calls = ncalls(h, Sym::kTcpSendmsg);
-    ASSERT_GT(calls, 50.0) << name;
-    EXPECT_LT(ncalls(h, Sym::kTcpAck) / calls, 1.35) << name;
-    EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
-  }
+  ScenarioSpec spec = measured_vm("direct-on-unlimited", 0.02, 0.005);
+  spec.cost = start;
+  const RunResult r = run_scenario(spec);
+  const HostResult& h = r.hosts.front();
+  const double calls = ncalls(h, Sym::kTcpSendmsg);
+  ASSERT_GT(calls, 50.0);
+  EXPECT_LT(ncalls(h, Sym::kTcpAck) / calls, 1.35);
+  EXPECT_TRUE(r.pool_empty_at_end) << r.leak_report;
 }
 
 // 6.x tcp_sendmsg_locked counts the skbs one call allocates and, before the 17th, runs the
