@@ -2,8 +2,6 @@
 
 #include "sim/commands.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +9,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -30,6 +29,8 @@
 #include "sim/report.hpp"
 #include "sim/scenario.hpp"
 #include "skbsim/bug.hpp"
+
+#include <unistd.h>
 
 namespace skbsim::sim {
 namespace {
@@ -55,6 +56,9 @@ struct Check {
   std::string error;
   bool ok;
   std::string note = {};  // context beside the verdict, which it does not change
+  // The number the row judged (a count, a figure, a rank): `validate --runs` keeps, of each row
+  // its runs gave, the one in the middle by it. NaN: nothing to order by.
+  double value = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Profile expectations of a reference: symbols among the top N of the host, symbols absent.
@@ -81,6 +85,7 @@ void profile_checks(const Scenario& sc, const RunResult& r, std::vector<Check>& 
     out.push_back({sc.name, "profile rank " + want, "top " + std::to_string(ref.profile_top_n),
                    rank == 0 ? "absent" : "#" + std::to_string(rank), "",
                    rank != 0 && rank <= ref.profile_top_n});
+    out.back().value = rank == 0 ? static_cast<double>(rows.size() + 1) : static_cast<double>(rank);
   }
   for (const std::string& gone : ref.profile_absent) {
     bool present = false;
@@ -89,6 +94,7 @@ void profile_checks(const Scenario& sc, const RunResult& r, std::vector<Check>& 
     }
     out.push_back({sc.name, "profile " + gone, "absent", present ? "present" : "absent", "",
                    !present});
+    out.back().value = present ? 1 : 0;
   }
 }
 
@@ -198,7 +204,9 @@ Check count_check(const std::string& scenario, const std::string& figure, double
       relative ? (diff >= 0 ? "+" : "") +
                      (measured > 0 ? fixed(100.0 * diff / measured, 1) + "%" : "inf")
                : (diff >= 0 ? " +" : " ") + fixed(diff, decimals);
-  return {scenario, figure, fixed(measured, decimals), fixed(predicted, decimals), error, ok};
+  Check c{scenario, figure, fixed(measured, decimals), fixed(predicted, decimals), error, ok};
+  c.value = predicted;
+  return c;
 }
 
 // The measurement file `skbsim measure` wrote beside a measured scenario
@@ -491,17 +499,91 @@ void ratio_checks(const std::map<std::string, Demand>& demand, std::vector<Check
   }
 }
 
+// One run of a scenario that has a reference: its rows, and in `demand` its service demands for
+// ratio_checks when the reference has one.
+std::vector<Check> scenario_rows(const Scenario& sc, const RunResult& r,
+                                 std::optional<Demand>& demand) {
+  std::vector<Check> checks;
+  const Reference& ref = *sc.reference;
+  const auto err = error_pct(r, ref);
+  const HostResult* local = local_host(sc, r);
+  const HostResult* remote = remote_host(sc, r);
+  for (const ReferenceFigure& f : ref.figures()) {
+    const std::optional<double> predicted = predicted_figure(r, local, remote, f.key);
+    if (!predicted || !err.contains(f.key)) {
+      continue;
+    }
+    const double e = err[f.key].get<double>();
+    if (f.key == "service_demand_us_per_kb") {
+      demand = Demand{f.value, *predicted};
+    }
+    checks.push_back({sc.name, f.key, fixed(f.value, 2), fixed(*predicted, 2),
+                      (e >= 0 ? "+" : "") + fixed(e, 1) + "%", std::abs(e) <= ref.tolerance_pct});
+    checks.back().value = *predicted;
+  }
+  profile_checks(sc, r, checks);
+  per_segment_checks(sc, r, checks);
+  profile_group_checks(sc, r, checks);
+  return checks;
+}
+
+// validate --runs: of the rows one scenario's runs gave for each figure, the run's own row whose
+// value is the median (the lower middle where a figure was left out of some runs, so that an even
+// number remain), its error and verdict with it. A row the kernel's runs gave a range for (its note
+// "kernel runs a..b") also gets the range the model's runs spanned.
+std::vector<Check> median_rows(const std::vector<std::vector<Check>>& runs) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const Check*>> by_figure;
+  for (const std::vector<Check>& run : runs) {
+    for (const Check& c : run) {
+      std::vector<const Check*>& rows = by_figure[c.figure];
+      if (rows.empty()) {
+        order.push_back(c.figure);
+      }
+      rows.push_back(&c);
+    }
+  }
+  std::vector<Check> out;
+  for (const std::string& figure : order) {
+    std::vector<const Check*>& rows = by_figure[figure];
+    if (std::any_of(rows.begin(), rows.end(),
+                    [](const Check* c) { return std::isnan(c->value); })) {
+      out.push_back(*rows.front());  // nothing to order by: the first run's
+      continue;
+    }
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Check* a, const Check* b) { return a->value < b->value; });
+    Check mid = *rows[(rows.size() - 1) / 2];
+    if (runs.size() > 1 && mid.note.starts_with("kernel runs")) {
+      mid.note +=
+          ", model runs " + fixed(rows.front()->value, 4) + ".." + fixed(rows.back()->value, 4);
+    }
+    out.push_back(std::move(mid));
+  }
+  return out;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
 }  // namespace
 
 int run_validate(const std::vector<std::string>& args) {
-  const std::string usage = "skbsim validate [SCENARIO|DIR]... [--seed N] [--plot DIR]";
+  const std::string usage = "skbsim validate [SCENARIO|DIR]... [--seed N] [--runs N] [--plot DIR]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")("json", "print the table as JSON")(
       "seed", po::value<std::string>(),
       "run every scenario with this seed in place of its own, 0..2^64-1: another sequence of "
       "wake-up latency draws where the preset has idle_wake_spread")(
+      "runs", po::value<std::string>(),
+      "run every scenario this many times (odd, 1..99), with its seed and the next ones, and "
+      "judge each figure's median run, as a measured set's figures are medians of its runs "
+      "(default 1)")(
       "plot", po::value<std::string>(),
-      "also draw DIR/predicted-vs-measured.svg and .png (skbsim plot)");
+      "also draw DIR/predicted-vs-measured.svg and .png (skbsim plot; with --runs, the first "
+      "run's)");
   po::options_description all;
   all.add(visible).add_options()("paths", po::value<std::vector<std::string>>());
   po::positional_options_description pos;
@@ -531,6 +613,17 @@ int run_validate(const std::vector<std::string>& args) {
       return kExitUsage;
     }
   }
+  std::uint64_t runs = 1;
+  if (vm.count("runs") != 0) {
+    const std::string& v = vm["runs"].as<std::string>();
+    const std::optional<std::uint64_t> n = parse_uint64(v);
+    if (!n || *n < 1 || *n > 99 || *n % 2 == 0) {
+      std::cerr << "skbsim validate: expected --runs to be an odd integer 1..99, got \"" << v
+                << "\"\n\nUsage: " << usage << "\n";
+      return kExitUsage;
+    }
+    runs = *n;
+  }
   std::vector<Scenario> scenarios;
   try {
     for (const std::string& f : scenario_files(paths)) {
@@ -558,35 +651,37 @@ int run_validate(const std::vector<std::string>& args) {
     if (stderr_is_terminal()) {
       std::cerr << "\r[" << ++done << "/" << with_ref << "] " << sc.name << "\033[K" << std::flush;
     }
-    RunResult r;
-    try {
-      r = run_scenario(sc.spec);
-    } catch (const SkbBug& e) {
-      checks.push_back({sc.name, "run", "", "BUG", e.what(), false});
-      continue;
-    }
-    if (vm.count("plot") != 0) {
-      plotted.push_back({sc.file, nlohmann::json(result_json(sc, r, false))});
-    }
-    const Reference& ref = *sc.reference;
-    const auto err = error_pct(r, ref);
-    const HostResult* local = local_host(sc, r);
-    const HostResult* remote = remote_host(sc, r);
-    for (const ReferenceFigure& f : ref.figures()) {
-      const std::optional<double> predicted = predicted_figure(r, local, remote, f.key);
-      if (!predicted || !err.contains(f.key)) {
+    std::vector<std::vector<Check>> rows;
+    std::vector<double> demands;
+    std::optional<Demand> d;
+    bool bug = false;
+    for (std::uint64_t k = 0; k < runs && !bug; ++k) {
+      ScenarioSpec spec = sc.spec;
+      spec.seed += k;  // the scenario's seed (or --seed), then the next ones
+      RunResult r;
+      try {
+        r = run_scenario(spec);
+      } catch (const SkbBug& e) {
+        checks.push_back({sc.name, "run", "", "BUG", e.what(), false});
+        bug = true;
         continue;
       }
-      const double e = err[f.key].get<double>();
-      if (f.key == "service_demand_us_per_kb") {
-        demand[sc.name] = {f.value, *predicted};
+      if (k == 0 && vm.count("plot") != 0) {
+        plotted.push_back({sc.file, nlohmann::json(result_json(sc, r, false))});
       }
-      checks.push_back({sc.name, f.key, fixed(f.value, 2), fixed(*predicted, 2),
-                        (e >= 0 ? "+" : "") + fixed(e, 1) + "%", std::abs(e) <= ref.tolerance_pct});
+      rows.push_back(scenario_rows(sc, r, d));
+      if (d) {
+        demands.push_back(d->predicted);
+      }
     }
-    profile_checks(sc, r, checks);
-    per_segment_checks(sc, r, checks);
-    profile_group_checks(sc, r, checks);
+    if (bug) {
+      continue;
+    }
+    std::vector<Check> judged = median_rows(rows);
+    checks.insert(checks.end(), judged.begin(), judged.end());
+    if (d) {
+      demand[sc.name] = {d->measured, median_of(demands)};
+    }
   }
   ratio_checks(demand, checks);
   if (stderr_is_terminal() && done > 0) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <cmath>
 #include <fstream>
@@ -166,6 +167,105 @@ TEST(ValidateCommand, SeedPicksTheWakeUpDrawsWhereThePresetSpreadsThem) {
     EXPECT_EQ(runs[i].exit_code, 2);
     EXPECT_TRUE(runs[i].out.empty());
     EXPECT_EQ(runs[i].err.rfind("skbsim validate: expected --seed to be an integer", 0), 0U)
+        << runs[i].err;
+  }
+}
+
+// validate --runs N runs every scenario with its seed and the N - 1 next ones and judges, of each
+// figure, the run in the middle: a measured set's figures are medians of its runs, and where the
+// preset spreads the wake-ups the model's runs differ too. Each row of --runs 3 is one of the three
+// seeds' own rows, the median by its predicted value; the ACK row names the model's range beside
+// the kernel's; the ratio to direct is that of the median service demands. N must be odd, 1..99.
+TEST(ValidateCommand, RunsJudgesEachFiguresMedianRun) {
+  const std::string dir = "scenarios/measured/kvm-2core-v1252/";
+  const std::string direct = dir + "direct-off-1000mbps.json";
+  const std::string forward = dir + "forward-off-1000mbps.json";
+  std::vector<std::vector<std::string>> calls;
+  for (const char* seed : {"1", "2", "3"}) {
+    calls.push_back({"validate", direct, forward, "--json", "--seed", seed});
+  }
+  calls.push_back({"validate", direct, forward, "--json", "--runs", "3"});
+  calls.push_back({"validate", direct, forward, "--json", "--runs", "1"});
+  calls.push_back({"validate", direct, forward, "--json", "--runs", "3", "--seed", "2"});
+  for (const char* bad : {"2", "0", "101", "-3", "x", ""}) {
+    calls.push_back({"validate", direct, "--runs", bad});
+  }
+  const auto runs = run_batch(SKBSIM_BINARY, kSource, calls);
+  for (std::size_t i = 0; i < 6; ++i) {
+    ASSERT_LE(runs[i].exit_code, 1) << runs[i].err;
+  }
+  EXPECT_EQ(runs[4].out, runs[0].out) << "one run: the scenario's own seed";
+  using Rows = std::map<std::pair<std::string, std::string>, nlohmann::json>;
+  const auto rows_of = [](const std::string& out) {
+    Rows rows;
+    for (const auto& c : nlohmann::json::parse(out)) {
+      rows[{c.at("scenario").get<std::string>(), c.at("figure").get<std::string>()}] = c;
+    }
+    return rows;
+  };
+  const Rows seeds[] = {rows_of(runs[0].out), rows_of(runs[1].out), rows_of(runs[2].out)};
+  const Rows median = rows_of(runs[3].out);
+  ASSERT_EQ(median.size(), seeds[0].size());
+  std::size_t differ = 0;
+  for (const auto& [key, row] : median) {
+    SCOPED_TRACE(key.first + " " + key.second);
+    if (key.second == "service demand / direct's") {
+      continue;  // below
+    }
+    std::vector<double> values;
+    bool one_of_them = false;
+    for (const Rows& s : seeds) {
+      const nlohmann::json& r = s.at(key);
+      const std::string predicted = r.at("predicted").get<std::string>();
+      char* end = nullptr;
+      const double v = std::strtod(predicted.c_str(), &end);
+      if (!predicted.empty() && *end == '\0') {
+        values.push_back(v);
+      }
+      one_of_them = one_of_them || (r.at("predicted") == row.at("predicted") &&
+                                    r.at("error") == row.at("error") && r.at("ok") == row.at("ok"));
+    }
+    EXPECT_TRUE(one_of_them) << row.dump();
+    if (values.size() != 3) {
+      continue;  // a rank or a word: one of the runs' rows is all there is to check
+    }
+    std::sort(values.begin(), values.end());
+    differ += values.front() != values.back() ? 1 : 0;
+    EXPECT_EQ(std::stod(row.at("predicted").get<std::string>()), values[1]) << row.dump();
+    if (key.second == "per segment tcp_acks_sent") {
+      std::ostringstream range;
+      range << std::fixed << std::setprecision(4) << ", model runs " << values.front() << ".."
+            << values.back();
+      EXPECT_NE(row.value("note", "").find("kernel runs "), std::string::npos) << row.dump();
+      EXPECT_TRUE(row.value("note", "").ends_with(range.str())) << row.dump();
+    } else if (!seeds[0].at(key).contains("note")) {
+      EXPECT_FALSE(row.contains("note")) << row.dump();
+    }
+  }
+  EXPECT_GT(differ, 4U) << "the fixture's premise: the seeds' runs differ";
+  // The ratio row: forward's median service demand over direct's.
+  const auto demand = [&](const std::string& scenario) {
+    std::vector<double> v;
+    for (const Rows& s : seeds) {
+      v.push_back(std::stod(
+          s.at({scenario, "service_demand_us_per_kb"}).at("predicted").get<std::string>()));
+    }
+    std::sort(v.begin(), v.end());
+    return v[1];
+  };
+  const nlohmann::json& ratio =
+      median.at({"kvm-2core-v1252-forward-off-1000mbps", "service demand / direct's"});
+  EXPECT_NEAR(std::stod(ratio.at("predicted").get<std::string>()),
+              demand("kvm-2core-v1252-forward-off-1000mbps") /
+                  demand("kvm-2core-v1252-direct-off-1000mbps"),
+              0.02);  // the demands are printed to two decimals
+  // --seed moves where the runs start: seeds 2, 3 and 4.
+  EXPECT_NE(runs[5].out, runs[3].out);
+  for (std::size_t i = 6; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].exit_code, 2);
+    EXPECT_TRUE(runs[i].out.empty());
+    EXPECT_EQ(runs[i].err.rfind("skbsim validate: expected --runs to be an odd integer 1..99", 0),
+              0U)
         << runs[i].err;
   }
 }
