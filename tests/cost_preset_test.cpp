@@ -644,8 +644,8 @@ TEST(IpiSend, AnIpiToAVcpuTheHostBlockedAlsoCostsItsSenderTheExit_kvm_vcpu_kick)
 // The preset's wake-up latencies are measured from the waker's sched_waking (trace_sched_waking,
 // first thing in try_to_wake_up) to the woken task's switch-in. What the waker spends after that
 // point (try_to_wake_up's work, smp_send_reschedule and, to a vCPU the host blocked, the exit while
-// kvm_vcpu_kick wakes its thread) passes within that latency: the woken task runs as soon whatever
-// the exit costs its sender, and no sooner than the waker has paid it.
+// kvm_vcpu_kick wakes its thread) passes within that latency: the woken task runs at the same time
+// whatever the exit costs its sender, and no sooner than the waker has paid it.
 TEST(IdleWake, TheLatencyRunsFromSchedWakingNotFromTheEndOfTheWakersIpi_try_to_wake_up) {
   // The time the woken task starts on CPU 1, a wake-up from CPU 0 at 1000 us after CPU 1 halted
   // at 0 (past the window: blocked), and when the waker's task is done.

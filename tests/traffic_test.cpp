@@ -1058,8 +1058,8 @@ TEST(SocketBacklog, EveryAckIsCountedUnderThePathThatSentIt) {
 // sub-MSS tail, so ACK batches processed between pushes would be up to three per call; at the
 // call's end they are about one (those the softirq takes between calls, when the socket is free,
 // come on top). The costs are the starting preset's (modern-2core.json), which no fit moves: how
-// many ACKs the softirq takes between calls depends on them (1.01 to 1.42 per call across the
-// fitted presets). With these `direct` shows the mechanism: 1.11 per call, 1.85 with release_sock
+// many ACKs the softirq takes between calls depends on them (it differs from one fitted preset
+// to another). With these `direct` shows the mechanism: 1.11 per call, 1.85 with release_sock
 // run inside the call (checked by disabling release_owed). `forward`, whose ACKs seldom reach the
 // sender within a call with these costs, sends 1.40 either way, so it cannot tell.
 TEST(SocketBacklog, TheSendersAcksWaitForTheCallsReleaseSock) {
