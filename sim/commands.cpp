@@ -579,8 +579,8 @@ int run_validate(const std::vector<std::string>& args) {
       "wake-up latency draws where the preset has idle_wake_spread")(
       "runs", po::value<std::string>(),
       "run every scenario this many times (odd, 1..99), with its seed and the next ones, and "
-      "judge each figure's median run, as a measured set's figures are medians of its runs "
-      "(default 1)")(
+      "judge each figure's median run, as a measured set's throughput, CPU and ACK figures "
+      "are medians of its runs (default 1)")(
       "plot", po::value<std::string>(),
       "also draw DIR/predicted-vs-measured.svg and .png (skbsim plot; with --runs, the first "
       "run's)");
@@ -653,7 +653,8 @@ int run_validate(const std::vector<std::string>& args) {
     }
     std::vector<std::vector<Check>> rows;
     std::vector<double> demands;
-    std::optional<Demand> d;
+    std::optional<double> measured_demand;
+    std::optional<PlotInput> plot;
     bool bug = false;
     for (std::uint64_t k = 0; k < runs && !bug; ++k) {
       ScenarioSpec spec = sc.spec;
@@ -662,25 +663,32 @@ int run_validate(const std::vector<std::string>& args) {
       try {
         r = run_scenario(spec);
       } catch (const SkbBug& e) {
-        checks.push_back({sc.name, "run", "", "BUG", e.what(), false});
+        checks.push_back({sc.name, "run", "", "BUG",
+                          std::string(e.what()) + " (seed " + std::to_string(spec.seed) + ")",
+                          false});
         bug = true;
         continue;
       }
       if (k == 0 && vm.count("plot") != 0) {
-        plotted.push_back({sc.file, nlohmann::json(result_json(sc, r, false))});
+        plot = PlotInput{sc.file, nlohmann::json(result_json(sc, r, false))};
       }
+      std::optional<Demand> d;
       rows.push_back(scenario_rows(sc, r, d));
       if (d) {
+        measured_demand = d->measured;
         demands.push_back(d->predicted);
       }
     }
     if (bug) {
-      continue;
+      continue;  // the BUG row alone: no figure of a run that did not finish, nor a plot
+    }
+    if (plot) {
+      plotted.push_back(std::move(*plot));
     }
     std::vector<Check> judged = median_rows(rows);
     checks.insert(checks.end(), judged.begin(), judged.end());
-    if (d) {
-      demand[sc.name] = {d->measured, median_of(demands)};
+    if (measured_demand) {
+      demand[sc.name] = {*measured_demand, median_of(demands)};
     }
   }
   ratio_checks(demand, checks);

@@ -1,11 +1,9 @@
 // The scenario commands of the `skbsim` binary (sim/commands.cpp): run, validate, calibrate —
 // exit codes, outputs written completely or not at all, one error line for bad input.
-#include <gtest/gtest.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -13,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/process.hpp"
@@ -184,7 +183,7 @@ TEST(ValidateCommand, RunsJudgesEachFiguresMedianRun) {
   for (const char* seed : {"1", "2", "3"}) {
     calls.push_back({"validate", direct, forward, "--json", "--seed", seed});
   }
-  calls.push_back({"validate", direct, forward, "--json", "--runs", "3"});
+  calls.push_back({"validate", direct, forward, "--json", "--runs", "3", "--seed", "1"});
   calls.push_back({"validate", direct, forward, "--json", "--runs", "1"});
   calls.push_back({"validate", direct, forward, "--json", "--runs", "3", "--seed", "2"});
   for (const char* bad : {"2", "0", "101", "-3", "x", ""}) {
@@ -194,7 +193,7 @@ TEST(ValidateCommand, RunsJudgesEachFiguresMedianRun) {
   for (std::size_t i = 0; i < 6; ++i) {
     ASSERT_LE(runs[i].exit_code, 1) << runs[i].err;
   }
-  EXPECT_EQ(runs[4].out, runs[0].out) << "one run: the scenario's own seed";
+  EXPECT_EQ(runs[4].out, runs[0].out) << "one run: the scenario's own seed, 1";
   using Rows = std::map<std::pair<std::string, std::string>, nlohmann::json>;
   const auto rows_of = [](const std::string& out) {
     Rows rows;
@@ -243,7 +242,8 @@ TEST(ValidateCommand, RunsJudgesEachFiguresMedianRun) {
     }
   }
   EXPECT_GT(differ, 4U) << "the fixture's premise: the seeds' runs differ";
-  // The ratio row: forward's median service demand over direct's.
+  // The ratio row: forward's median service demand over direct's (on this fixture the runs'
+  // ratios differ by under 0.002, so this checks the formula more than the choice of run).
   const auto demand = [&](const std::string& scenario) {
     std::vector<double> v;
     for (const Rows& s : seeds) {
@@ -258,7 +258,7 @@ TEST(ValidateCommand, RunsJudgesEachFiguresMedianRun) {
   EXPECT_NEAR(std::stod(ratio.at("predicted").get<std::string>()),
               demand("kvm-2core-v1252-forward-off-1000mbps") /
                   demand("kvm-2core-v1252-direct-off-1000mbps"),
-              0.02);  // the demands are printed to two decimals
+              0.005);  // the demands are printed to two decimals
   // --seed moves where the runs start: seeds 2, 3 and 4.
   EXPECT_NE(runs[5].out, runs[3].out);
   for (std::size_t i = 6; i < runs.size(); ++i) {
