@@ -1005,6 +1005,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   }
   if (s.reader_blocked) {
     s.reader_blocked = false;
+    s.stats.reader.sleeps += s.in_release ? 0 : 1;  // see read_again_or_sleep
     wake_owner(net, ctx, s, [&net, &s] { tcp_recvmsg_task(net, s); });
   }
   // __tcp_ack_snd_check(): ACK now when more than one full frame is unacknowledged
@@ -1073,11 +1074,12 @@ void read_nonblocking(Net& net, TcpSock& s);
 // The reader after a call: with something queued it calls again at once (netperf loops on
 // recv(), iperf3 reads until EAGAIN and its select() returns at once); with nothing it sleeps
 // until tcp_data wakes it. What reaches the backlog while the call still holds the socket wakes
-// it from release_sock (tcp_data, in_release: no wake-up cost).
+// it from release_sock (tcp_data, in_release: no wake-up cost): the kernel's call returns only
+// after release_sock, so that reader finds the data queued and never sleeps. tcp_data counts a
+// sleep only when another context wakes the reader.
 void read_again_or_sleep(Net& net, TcpSock& s) {
   if (s.receive_queue.empty()) {
     s.reader_blocked = true;
-    ++s.stats.reader.sleeps;
     return;
   }
   net.engine().after_task(

@@ -72,8 +72,8 @@ static_assert(kAckPathCount == static_cast<std::size_t>(AckPath::kDelackTimer) +
 // The receiving application's calls, as scripts/rcv-cadence.sh counts the kernel's: read() or
 // recv() calls that copied something, and of those the short ones (at most one MSS: with iperf3's
 // 128 KB writes, a write's sub-MSS tail read on its own), those that found nothing (a
-// non-blocking reader's EAGAIN), select() calls, and the times the reader went to sleep with
-// nothing queued.
+// non-blocking reader's EAGAIN), select() calls, and the times the reader slept with nothing
+// queued until another context woke it (sched_switch out asleep, as rcv-cadence.sh counts).
 struct ReaderStats {
   std::uint64_t reads_copying = 0;
   std::uint64_t reads_short = 0;
