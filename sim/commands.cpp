@@ -532,6 +532,9 @@ std::vector<Check> scenario_rows(const Scenario& sc, const RunResult& r,
 // number remain), its error and verdict with it. A row the kernel's runs gave a range for (its note
 // "kernel runs a..b") also gets the range the model's runs spanned.
 std::vector<Check> median_rows(const std::vector<std::vector<Check>>& runs) {
+  if (runs.size() == 1) {
+    return runs.front();
+  }
   std::vector<std::string> order;
   std::map<std::string, std::vector<const Check*>> by_figure;
   for (const std::vector<Check>& run : runs) {
@@ -554,7 +557,7 @@ std::vector<Check> median_rows(const std::vector<std::vector<Check>>& runs) {
     std::stable_sort(rows.begin(), rows.end(),
                      [](const Check* a, const Check* b) { return a->value < b->value; });
     Check mid = *rows[(rows.size() - 1) / 2];
-    if (runs.size() > 1 && mid.note.starts_with("kernel runs")) {
+    if (mid.note.starts_with("kernel runs")) {
       mid.note +=
           ", model runs " + fixed(rows.front()->value, 4) + ".." + fixed(rows.back()->value, 4);
     }
@@ -656,7 +659,7 @@ int run_validate(const std::vector<std::string>& args) {
     std::optional<double> measured_demand;
     std::optional<PlotInput> plot;
     bool bug = false;
-    for (std::uint64_t k = 0; k < runs && !bug; ++k) {
+    for (std::uint64_t k = 0; k < runs; ++k) {
       ScenarioSpec spec = sc.spec;
       spec.seed += k;  // the scenario's seed (or --seed), then the next ones
       RunResult r;
@@ -667,7 +670,7 @@ int run_validate(const std::vector<std::string>& args) {
                           std::string(e.what()) + " (seed " + std::to_string(spec.seed) + ")",
                           false});
         bug = true;
-        continue;
+        break;
       }
       if (k == 0 && vm.count("plot") != 0) {
         plot = PlotInput{sc.file, nlohmann::json(result_json(sc, r, false))};
