@@ -129,14 +129,18 @@ std::vector<std::string> scenario_files(const std::vector<std::string>& paths) {
 
 int run_run(const std::vector<std::string>& args) {
   const std::string usage =
-      "skbsim run SCENARIO.json [--out DIR] [--format text|json] [--trace N] [--profile]";
+      "skbsim run SCENARIO.json [--out DIR] [--format text|json] [--trace N] [--profile]\n"
+      "           [--timeline FILE]";
   po::options_description visible("Options");
   visible.add_options()("help,h", "print this help")(
       "out,o", po::value<std::string>(), "also write DIR/result.json and DIR/result.txt")(
       "format,f", po::value<std::string>()->default_value("text"),
       "stdout: text (netperf's layout) or json (docs/results.md)")(
       "trace,t", po::value<std::uint32_t>(), "follow data segment N hop by hop")(
-      "profile,p", "print a perf-report-like profile per host");
+      "profile,p", "print a perf-report-like profile per host")(
+      "timeline", po::value<std::string>(),
+      "write the TCP sockets' events in the measured window to FILE (tab-separated: sends, "
+      "transmits, arrivals, wake-ups, reads, ACKs; docs/results.md)");
   po::options_description all;
   all.add(visible).add_options()("scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -164,6 +168,7 @@ int run_run(const std::vector<std::string>& args) {
     if (trace) {
       sc.spec.trace_segment = vm["trace"].as<std::uint32_t>();
     }
+    sc.spec.timeline = vm.count("timeline") != 0;
     const RunResult r = run_scenario(sc.spec);
     ReportOptions o;
     o.profile = vm.count("profile") != 0;
@@ -171,8 +176,23 @@ int run_run(const std::vector<std::string>& args) {
     std::ostringstream text;
     print_text(text, sc, r, o);
     const std::string json = result_json(sc, r, trace).dump(2) + "\n";
+    // Both outputs or neither: a timeline written before --out failed is taken back.
+    const std::optional<fs::path> timeline =
+        sc.spec.timeline ? std::optional<fs::path>(vm["timeline"].as<std::string>()) : std::nullopt;
+    if (timeline) {
+      write_file_atomically(*timeline, timeline_tsv(r));
+    }
     if (vm.count("out") != 0) {
-      write_atomically(vm["out"].as<std::string>(), {{"result.json", json}, {"result.txt", text.str()}});
+      try {
+        write_atomically(vm["out"].as<std::string>(),
+                         {{"result.json", json}, {"result.txt", text.str()}});
+      } catch (const InputError&) {
+        if (timeline) {
+          std::error_code ignored;
+          fs::remove(*timeline, ignored);
+        }
+        throw;
+      }
     }
     std::cout << (format == "json" ? json : text.str()) << std::flush;
   } catch (const InputError& e) {

@@ -387,6 +387,20 @@ void print_trace(std::ostream& out, const Scenario& sc, const RunResult& r) {
       << " cycles charged to this segment's skbs\n";
 }
 
+std::string timeline_tsv(const RunResult& r) {
+  std::ostringstream out;
+  out << "time_us\tcpu\tcontext\tflow\tsocket\tevent\tbytes\tunread\tack_path\n";
+  for (const TimelineEvent& e : r.timeline) {
+    out << fixed(e.time_us, 3) << '\t' << e.cpu << '\t' << e.ctx << '\t' << e.flow << '\t'
+        << e.socket << '\t' << kSockEventNames[static_cast<std::size_t>(e.kind)] << '\t' << e.bytes
+        << '\t' << e.unread << '\t'
+        << (e.kind == SockEventKind::kAck ? kAckPathNames[static_cast<std::size_t>(e.ack_path)]
+                                          : "-")
+        << '\n';
+  }
+  return out.str();
+}
+
 void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const ReportOptions& o) {
   const HostResult* local = local_host(sc, r);
   const HostResult* remote = remote_host(sc, r);

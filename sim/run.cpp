@@ -231,6 +231,8 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     std::unique_ptr<TcpSock> z;
     std::unique_ptr<UdpSock> ua;
     std::unique_ptr<UdpSock> uz;
+    std::unique_ptr<std::vector<SockEvent>> log_a;  // spec.timeline: a's events, z's
+    std::unique_ptr<std::vector<SockEvent>> log_z;
   };
   std::vector<FlowRun> flows;
   std::uint16_t port = 10000;
@@ -239,7 +241,8 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     Namespace& to = find_ns(b, f.to_ns);
     ExecCtx& netperf = net.add_context(*from.host, "netperf", f.sender_cpu, Level::kProcess);
     ExecCtx& netserver = net.add_context(*to.host, "netserver", f.receiver_cpu, Level::kProcess);
-    FlowRun run{f.type, nullptr, nullptr, nullptr, nullptr};
+    FlowRun run{};
+    run.type = f.type;
     if (f.type == TrafficType::kUdpStream) {
       run.ua = std::make_unique<UdpSock>();
       run.uz = std::make_unique<UdpSock>();
@@ -275,6 +278,12 @@ RunResult run_scenario(const ScenarioSpec& spec) {
       }
       TcpSock& a = *run.a;
       TcpSock& z = *run.z;
+      if (spec.timeline) {
+        run.log_a = std::make_unique<std::vector<SockEvent>>();
+        run.log_z = std::make_unique<std::vector<SockEvent>>();
+        a.timeline = run.log_a.get();
+        z.timeline = run.log_z.get();
+      }
       a.ns = &from;
       a.host = from.host;
       a.proc = &netperf;
@@ -519,6 +528,32 @@ RunResult run_scenario(const ScenarioSpec& spec) {
   }
   r.hazards = net.hazards();
   r.trace = net.trace();
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const FlowRun& f = flows[i];
+    for (const auto& [sock, log] :
+         {std::pair{f.a.get(), f.log_a.get()}, {f.z.get(), f.log_z.get()}}) {
+      if (log == nullptr) {
+        continue;
+      }
+      for (const SockEvent& e : *log) {
+        if (e.time < warm || e.time >= warm + dur) {
+          continue;
+        }
+        r.timeline.push_back({.time_us = static_cast<double>(e.time - warm) / kPsPerUs,
+                              .ctx = e.ctx->name(),
+                              .cpu = e.ctx->cpu().index(),
+                              .flow = static_cast<std::uint32_t>(i),
+                              .socket = sock->proc->name(),
+                              .kind = e.kind,
+                              .ack_path = static_cast<AckPath>(e.ack_path),
+                              .bytes = e.bytes,
+                              .unread = e.unread});
+      }
+    }
+  }
+  std::stable_sort(
+      r.timeline.begin(), r.timeline.end(),
+      [](const TimelineEvent& x, const TimelineEvent& y) { return x.time_us < y.time_us; });
   r.hops = net.hops();
   r.events = net.engine().events_run();
   for (Host* h : net.hosts()) {

@@ -102,6 +102,7 @@ struct ScenarioSpec {
   double duration_s = 0.2;  // measured time, netperf -l
   double warmup_s = 0.05;   // discarded first
   std::uint32_t trace_segment = 0;  // 0 = no trace
+  bool timeline = false;            // record the TCP sockets' events (RunResult::timeline)
   std::uint64_t seed = 1;           // the wake-up latency draws' sequence (Net::seed_wake_draws)
 };
 
@@ -132,6 +133,19 @@ struct HostResult {
   LedgerCell total;
 };
 
+// skbsim run --timeline: one TCP socket's event (SockEvent) in the measured window.
+struct TimelineEvent {
+  double time_us = 0;  // from the window's start
+  std::string ctx;     // the context it ran in ("softirq/0", "netserver")
+  std::uint32_t cpu = 0;
+  std::uint32_t flow = 0;  // the flow's place in the scenario's "traffic", from 0
+  std::string socket;      // the socket's application ("netperf", "netserver")
+  SockEventKind kind = SockEventKind::kSend;
+  AckPath ack_path = AckPath::kDataSoftirq;  // kAck only
+  std::uint32_t bytes = 0;
+  std::uint32_t unread = 0;
+};
+
 struct RunResult {
   double elapsed_s = 0;
   TrafficType type = TrafficType::kTcpStream;
@@ -151,6 +165,7 @@ struct RunResult {
   std::vector<Hazard> hazards;
   std::map<std::string, std::uint64_t> drops;
   std::vector<TraceEntry> trace;
+  std::vector<TimelineEvent> timeline;  // spec.timeline: in time order
   // Conservation over the whole run (warm-up and drain included).
   std::uint64_t total_bytes_sent = 0;
   std::uint64_t total_bytes_received = 0;

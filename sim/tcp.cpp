@@ -210,6 +210,21 @@ void tcp_grow_window(const Net& net, TcpSock& s, const Skb& skb, bool adjust) {
 
 void submit(ExecCtx& ctx, std::function<void()> fn) { ctx.cpu().submit({&ctx, std::move(fn)}); }
 
+// --timeline: records `kind` for `s`, run in `ctx`, at the running task's clock. One branch when
+// the timeline is off.
+void note(Net& net, const ExecCtx& ctx, TcpSock& s, SockEventKind kind, std::uint64_t bytes = 0,
+          AckPath path = AckPath::kDataSoftirq) {
+  if (s.timeline == nullptr) [[likely]] {
+    return;
+  }
+  s.timeline->push_back({.time = net.engine().task_clock(),
+                         .ctx = &ctx,
+                         .kind = kind,
+                         .ack_path = static_cast<std::uint8_t>(path),
+                         .bytes = static_cast<std::uint32_t>(bytes),
+                         .unread = s.rcv_nxt - s.copied_seq});
+}
+
 // Once the current task is done, `fn` as the process's next task, ahead of what is queued.
 template <class F>
 void next_task(Net& net, TcpSock& s, F fn) {
@@ -451,6 +466,9 @@ void tcp_transmit_skb(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool clone_i
     }
   }
   net.hop(ctx, *c, "tcp_transmit_skb ", s.ns->name);
+  if (data) {
+    note(net, ctx, s, SockEventKind::kXmit, payload);
+  }
   if (timed) {
     net.arm_xmit_stamp();
   }
@@ -767,6 +785,7 @@ void sendmsg_call(Net& net, TcpSock& s) {
   if (s.to_send != std::numeric_limits<std::uint64_t>::max()) {
     s.to_send -= left;  // committed to this send() call
   }
+  note(net, *s.proc, s, SockEventKind::kSend, left);
   sendmsg_body(net, s, left);
 }
 
@@ -776,6 +795,7 @@ void resume_sendmsg(Net& net, TcpSock& s) { sendmsg_body(net, s, std::exchange(s
 void tcp_send_ack(Net& net, ExecCtx& ctx, TcpSock& s, AckPath path) {
   net.charge(ctx, Sym::kTcpSendAck);
   ++s.stats.acks_by_path[static_cast<std::size_t>(path)];
+  note(net, ctx, s, SockEventKind::kAck, 0, path);
   OpCtx o = net.op(ctx);
   const std::uint32_t h = max_tcp_header(net);
   Skb* skb = ops::alloc_skb(o, h);
@@ -985,6 +1005,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   s.ack_sched = true;  // tcp_event_data_recv: inet_csk_schedule_ack
   measure_rcv_mss(net, s, skb);
   const bool merged = tcp_queue_rcv(net, ctx, s, skb);
+  note(net, ctx, s, SockEventKind::kQueue, m.end_seq - m.seq);
   if (!merged) {
     ops::set_owner_r(o, skb, s.sk);
   }
@@ -999,13 +1020,16 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
     Skb& next = s.ofo_queue.front();
     s.ofo_queue.pop_front();
     s.rcv_nxt = meta(next).end_seq;
-    if (tcp_queue_rcv(net, ctx, s, next)) {
+    const bool next_merged = tcp_queue_rcv(net, ctx, s, next);
+    note(net, ctx, s, SockEventKind::kQueue, meta(next).end_seq - meta(next).seq);
+    if (next_merged) {
       net.kfree_skb_now(ctx, next);  // its sock_rfree gives back what the tail now holds
     }
   }
   if (s.reader_blocked) {
     s.reader_blocked = false;
     s.stats.reader.sleeps += s.in_release ? 0 : 1;  // see read_again_or_sleep
+    note(net, ctx, s, SockEventKind::kWake);
     wake_owner(net, ctx, s, [&net, &s] { tcp_recvmsg_task(net, s); });
   }
   // __tcp_ack_snd_check(): ACK now when more than one full frame is unacknowledged
@@ -1080,6 +1104,7 @@ void read_nonblocking(Net& net, TcpSock& s);
 void read_again_or_sleep(Net& net, TcpSock& s) {
   if (s.receive_queue.empty()) {
     s.reader_blocked = true;
+    note(net, *s.proc, s, SockEventKind::kBlock);
     return;
   }
   net.engine().after_task(
@@ -1104,6 +1129,7 @@ void recvmsg_end(Net& net, TcpSock& s) {
   s.in_recv = false;
   ++s.stats.reader.reads_copying;  // a blocking call returns once it has copied something
   count_short_read(s, call_size(s) - s.recv_left);
+  note(net, ctx, s, SockEventKind::kRead, call_size(s) - s.recv_left);
   cleanup_rbuf(net, ctx, s, true);
   if (s.to_send != 0 && s.rr.in_size != 0) {
     sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
@@ -1248,6 +1274,7 @@ void read_nonblocking(Net& net, TcpSock& s) {
     // select() polls the socket (tcp_poll) without lock_sock.
     charge_unlocked(n, k, Sym::kDoSelect);
     ++k.stats.reader.selects;
+    note(n, *k.proc, k, SockEventKind::kSelect);
     syscall(n, k, read_call);
   });
 }
@@ -1262,6 +1289,7 @@ void read_call(Net& net, TcpSock& s) {
   const bool copied = s.recv_left != s.nread_left;
   ++(copied ? s.stats.reader.reads_copying : s.stats.reader.reads_empty);
   count_short_read(s, s.nread_left - s.recv_left);
+  note(net, ctx, s, SockEventKind::kRead, s.nread_left - s.recv_left);
   s.nread_left = s.recv_left;
   cleanup_rbuf(net, ctx, s, copied);
   end_call(net, s);
@@ -1543,6 +1571,9 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
       (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu() &&
        !s.in_syscall)) {
     net.charge(ctx, &skb, {.sym = Sym::kSkAddBacklog});
+    if (const std::uint32_t payload = meta(skb).end_seq - meta(skb).seq; payload != 0) {
+      note(net, ctx, s, SockEventKind::kBacklog, payload);
+    }
     if (!net.v2620() && backlog_coalesce(net, ctx, s, skb)) {
       return;
     }

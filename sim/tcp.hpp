@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "sim/net.hpp"
 
@@ -155,6 +156,37 @@ struct TcpStats {
   std::uint64_t transactions = 0;     // TCP_RR: responses the client has read whole
 };
 
+// skbsim run --timeline: what a TCP socket's application and protocol did, one record each,
+// stamped where a kernel tracepoint would fire (the running task's clock, Engine::task_clock).
+// The sender's send() calls and data transmits; the receiver's data skbs onto the socket's
+// backlog (the application held it) or into the receive queue, its reader's wake-up, select(),
+// read() calls (0 bytes: EAGAIN) and the moments it blocked with nothing queued; either side's
+// ACKs sent, by AckPath.
+enum class SockEventKind : std::uint8_t {
+  kSend,
+  kXmit,
+  kBacklog,
+  kQueue,
+  kWake,
+  kSelect,
+  kRead,
+  kBlock,
+  kAck
+};
+inline constexpr std::array<const char*, 9> kSockEventNames = {
+    "send", "xmit", "backlog", "queue", "wake", "select", "read", "block", "ack"};
+static_assert(kSockEventNames.size() == static_cast<std::size_t>(SockEventKind::kAck) + 1);
+
+struct SockEvent {
+  Time time = 0;
+  const ExecCtx* ctx = nullptr;  // the context the event ran in
+  SockEventKind kind = SockEventKind::kSend;
+  std::uint8_t ack_path = 0;  // kAck: an AckPath
+  std::uint32_t bytes = 0;    // payload: sent, transmitted, arrived or copied
+  std::uint32_t unread =
+      0;  // the receiver's bytes in sequence not yet copied (rcv_nxt - copied_seq)
+};
+
 // netperf TCP_RR: the application answers each `in_size` bytes it reads with `out_size` bytes.
 // The client (netperf) sends the first request; the server (netserver) only answers.
 struct RrApp {
@@ -178,6 +210,7 @@ struct TcpSock {
   std::uint32_t flow = 0;
   TcpParams params;
   TcpStats stats;
+  std::vector<SockEvent>* timeline = nullptr;  // --timeline: where to record, else off
 
   // sender
   Features route_caps = 0;  // sk_route_caps (sk_setup_caps)

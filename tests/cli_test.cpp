@@ -69,6 +69,47 @@ TEST(RunCommand, WritesResultJsonAndTextCompletely) {
   EXPECT_FALSE(fs::exists(out.string() + ".partial"));
 }
 
+// --timeline FILE: the sockets' events as tab-separated columns under a header; a file that
+// cannot be written is the one error line and exit 2, and the --out directory of that run is not
+// left behind.
+TEST(RunCommand, TimelineWritesTheSocketsEventsOrNothing) {
+  TempDir tmp;
+  const fs::path file = tmp.path() / "timeline.tsv";
+  const Invocation r = run_cli(
+      {"run", "tests/data/scenarios/good/2007-container.json", "--timeline", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(slurp(file));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "time_us\tcpu\tcontext\tflow\tsocket\tevent\tbytes\tunread\tack_path");
+  std::map<std::string, int> events;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cols;
+    std::istringstream fields(line);
+    for (std::string c; std::getline(fields, c, '\t');) {
+      cols.push_back(c);
+    }
+    ASSERT_EQ(cols.size(), 9U) << line;
+    ++events[cols[5]];
+    ++rows;
+  }
+  EXPECT_GT(rows, 100);
+  for (const char* e : {"send", "xmit", "queue", "read", "ack"}) {
+    EXPECT_GT(events[e], 0) << e;
+  }
+  EXPECT_FALSE(fs::exists(file.string() + ".partial"));
+
+  const fs::path out = tmp.path() / "res";
+  const Invocation bad =
+      run_cli({"run", "tests/data/scenarios/good/2007-container.json", "--out", out.string(),
+               "--timeline", (tmp.path() / "no-such-dir" / "t.tsv").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.out, "");
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(RunCommand, BadFlagsPrintUsageAndExitTwo) {
   const Invocation r = run_cli({"run", "--no-such-flag"});
   EXPECT_EQ(r.exit_code, 2);

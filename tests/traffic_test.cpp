@@ -951,6 +951,81 @@ TEST(TcpRecvmsg, AShortReadCopiedOneMssOrLess) {
   }
 }
 
+// skbsim run --timeline: the sockets' events in the measured window, in time order, each as the
+// counters count it (RunResult::reader, acks_by_path, the bytes copied), and recording them
+// changes nothing the model computes. A reader that blocked with nothing queued select()s next,
+// once something has woken it: another context, or its own release_sock queueing the backlog.
+TEST(Timeline, RecordsEachSocketEventAsTheCountersCountItAndChangesNothing) {
+  const Scenario sc = measured_vm_scenario("direct-off-1000mbps", 0.03, 0.01);
+  ScenarioSpec on = sc.spec;
+  on.timeline = true;
+  const RunResult off_run = run_scenario(sc.spec);
+  const RunResult r = run_scenario(on);
+  EXPECT_TRUE(off_run.timeline.empty());
+  EXPECT_EQ(r.segments, off_run.segments);
+  EXPECT_EQ(r.total_busy_ps, off_run.total_busy_ps);
+  EXPECT_EQ(r.bytes_received, off_run.bytes_received);
+  EXPECT_EQ(r.acks_by_path, off_run.acks_by_path);
+  EXPECT_EQ(r.reader.reads_copying, off_run.reader.reads_copying);
+  ASSERT_GT(r.segments, 1000U);
+  ASSERT_FALSE(r.timeline.empty());
+
+  const double window_us = sc.spec.duration_s * 1e6;
+  std::map<SockEventKind, std::uint64_t> n;
+  std::array<std::uint64_t, kAckPathCount> acks{};
+  std::uint64_t copying = 0;
+  std::uint64_t empty = 0;
+  std::uint64_t copied = 0;
+  std::uint64_t xmitted = 0;
+  double last = 0;
+  bool blocked = false;
+  std::uint64_t selects_after_block = 0;
+  for (const TimelineEvent& e : r.timeline) {
+    EXPECT_GE(e.time_us, last);
+    last = e.time_us;
+    EXPECT_LT(e.time_us, window_us);
+    ++n[e.kind];
+    if (e.kind == SockEventKind::kAck && e.socket == "netserver") {
+      ++acks[static_cast<std::size_t>(e.ack_path)];
+    }
+    if (e.kind == SockEventKind::kRead) {
+      ++(e.bytes != 0 ? copying : empty);
+      copied += e.bytes;
+    }
+    if (e.kind == SockEventKind::kXmit) {
+      EXPECT_EQ(e.socket, "netperf");
+      xmitted += e.bytes;
+    }
+    // The reader's own calls (its release_sock's queueing and wake-up, after a block, are not).
+    if (e.ctx == "netserver" &&
+        (e.kind == SockEventKind::kSelect || e.kind == SockEventKind::kRead ||
+         e.kind == SockEventKind::kBlock)) {
+      if (blocked) {
+        EXPECT_EQ(e.kind, SockEventKind::kSelect) << e.time_us;
+        selects_after_block += e.kind == SockEventKind::kSelect ? 1 : 0;
+      }
+      blocked = e.kind == SockEventKind::kBlock;
+    }
+  }
+  // A call counted at the window's edge by its start may stamp its event just outside: two each.
+  const auto near = [](std::uint64_t a, std::uint64_t b) { return a + 2 >= b && b + 2 >= a; };
+  EXPECT_PRED2(near, copying, r.reader.reads_copying);
+  EXPECT_PRED2(near, empty, r.reader.reads_empty);
+  EXPECT_PRED2(near, n[SockEventKind::kSelect], r.reader.selects);
+  for (std::size_t p = 0; p < kAckPathCount; ++p) {
+    EXPECT_PRED2(near, acks[p], r.acks_by_path[p]) << kAckPathNames[p];
+  }
+  EXPECT_GT(n[SockEventKind::kBlock], 10U);
+  EXPECT_GT(selects_after_block + 2, n[SockEventKind::kBlock]);
+  EXPECT_GE(n[SockEventKind::kWake] + 2, n[SockEventKind::kBlock]);
+  const std::uint64_t write = sc.spec.flows.front().send_size;
+  EXPECT_NEAR(static_cast<double>(copied), static_cast<double>(r.bytes_received),
+              static_cast<double>(write));
+  const double mss = sc.spec.flows.front().mss;
+  EXPECT_NEAR(static_cast<double>(xmitted) / mss, static_cast<double>(r.segments),
+              static_cast<double>(write) / mss + 1);
+}
+
 // __release_sock loops until the backlog is empty ("while ((skb = sk->sk_backlog.head) !=
 // NULL)"), the socket still owned, so what reaches the backlog while it runs waits for no other
 // read(): the first read() after a wake-up copies what was queued, its release_sock takes in the
