@@ -127,6 +127,25 @@ std::vector<std::string> scenario_files(const std::vector<std::string>& paths) {
   return out;
 }
 
+namespace {
+
+// Whether `path` lies inside directory `dir` (both as they would resolve, whether or not they
+// exist yet).
+bool path_within(const fs::path& path, const fs::path& dir) {
+  const auto resolved = [](const fs::path& x) {
+    std::error_code ec;
+    fs::path r = fs::weakly_canonical(fs::absolute(x, ec), ec);
+    r = ec ? fs::absolute(x, ec).lexically_normal() : r;
+    return r.has_filename() ? r : r.parent_path();  // "res/" is "res"
+  };
+  const fs::path p = resolved(path);
+  const fs::path d = resolved(dir);
+  const auto [dir_end, path_at] = std::mismatch(d.begin(), d.end(), p.begin(), p.end());
+  return dir_end == d.end() && path_at != p.end();
+}
+
+}  // namespace
+
 int run_run(const std::vector<std::string>& args) {
   const std::string usage =
       "skbsim run SCENARIO.json [--out DIR] [--format text|json] [--trace N] [--profile]\n"
@@ -169,6 +188,16 @@ int run_run(const std::vector<std::string>& args) {
       sc.spec.trace_segment = vm["trace"].as<std::uint32_t>();
     }
     sc.spec.timeline = vm.count("timeline") != 0;
+    const std::optional<fs::path> timeline =
+        sc.spec.timeline ? std::optional<fs::path>(vm["timeline"].as<std::string>()) : std::nullopt;
+    if (timeline && timeline->empty()) {
+      throw InputError("--timeline", "", "expected a file name, got an empty one");
+    }
+    if (timeline && vm.count("out") != 0 && path_within(*timeline, vm["out"].as<std::string>())) {
+      throw InputError(timeline->string(), "",
+                       "expected a file outside the --out directory, which is replaced whole, got "
+                       "one inside it");
+    }
     const RunResult r = run_scenario(sc.spec);
     ReportOptions o;
     o.profile = vm.count("profile") != 0;
@@ -176,11 +205,11 @@ int run_run(const std::vector<std::string>& args) {
     std::ostringstream text;
     print_text(text, sc, r, o);
     const std::string json = result_json(sc, r, trace).dump(2) + "\n";
-    // Both outputs or neither: a timeline written before --out failed is taken back.
-    const std::optional<fs::path> timeline =
-        sc.spec.timeline ? std::optional<fs::path>(vm["timeline"].as<std::string>()) : std::nullopt;
+    // Both outputs or neither, and what was there before stays when they cannot be written: the
+    // timeline waits beside its place (FILE.partial) until --out is in.
+    const fs::path staged = timeline ? fs::path(timeline->string() + ".partial") : fs::path();
     if (timeline) {
-      write_file_atomically(*timeline, timeline_tsv(r));
+      write_file_atomically(staged, timeline_tsv(r));
     }
     if (vm.count("out") != 0) {
       try {
@@ -189,9 +218,18 @@ int run_run(const std::vector<std::string>& args) {
       } catch (const InputError&) {
         if (timeline) {
           std::error_code ignored;
-          fs::remove(*timeline, ignored);
+          fs::remove(staged, ignored);
         }
         throw;
+      }
+    }
+    if (timeline) {
+      std::error_code ec;
+      fs::rename(staged, *timeline, ec);
+      if (ec) {
+        const std::string why = ec.message();
+        fs::remove(staged, ec);
+        throw InputError(timeline->string(), "", "expected a writable file, got " + why);
       }
     }
     std::cout << (format == "json" ? json : text.str()) << std::flush;

@@ -26,6 +26,7 @@ void write_atomically(const fs::path& dir, const OutputFiles& files,
     fs::create_directories(target.parent_path(), ec);
     std::ofstream out(target, std::ios::binary);
     out << content;
+    out.close();  // the last flush's error counts too
     if (ec || !out) {
       fail("a write error");
     }
@@ -46,22 +47,39 @@ void write_atomically(const fs::path& dir, const OutputFiles& files,
       fail(ec.message());
     }
   }
-  fs::rename(partial, dir);
+  fs::rename(partial, dir, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    if (fs::exists(old)) {
+      fs::rename(old, dir, ec);  // the old output back as it was
+    }
+    fail(why);
+  }
   fs::remove_all(old, ec);
 }
 
 void write_file_atomically(const fs::path& file, const std::string& content) {
+  if (file.empty() || !file.has_filename()) {
+    throw InputError(file.string(), "", "expected a file name, got none");
+  }
   const fs::path tmp = file.string() + ".partial";
+  std::error_code ec;
+  const auto fail = [&](const std::string& what) {
+    fs::remove(tmp, ec);
+    throw InputError(file.string(), "", "expected a writable file, got " + what);
+  };
   {
     std::ofstream out(tmp, std::ios::binary);
     out << content;
+    out.close();  // the last flush's error counts too
     if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError(file.string(), "", "expected a writable file, got a write error");
+      fail("a write error");
     }
   }
-  fs::rename(tmp, file);
+  fs::rename(tmp, file, ec);
+  if (ec) {
+    fail(ec.message());
+  }
 }
 
 }  // namespace skbsim::sim

@@ -774,18 +774,18 @@ void sendmsg_task(Net& net, TcpSock& s) {
 // send(): tcp_sendmsg and what it transmits.
 void sendmsg_call(Net& net, TcpSock& s) {
   ExecCtx& ctx = *s.proc;
+  const std::uint32_t left =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(s.params.send_size, s.to_send));
+  note(net, ctx, s, SockEventKind::kSend, left);
   net.charge(ctx, Sym::kSysSendto);
   net.charge(ctx, Sym::kTcpSendmsg);
   ++s.stats.sendmsg_calls;
   s.call_timed = true;
   s.call_xmits = 0;
   s.call_resumed = -1;
-  const std::uint32_t left = static_cast<std::uint32_t>(
-      std::min<std::uint64_t>(s.params.send_size, s.to_send));
   if (s.to_send != std::numeric_limits<std::uint64_t>::max()) {
     s.to_send -= left;  // committed to this send() call
   }
-  note(net, *s.proc, s, SockEventKind::kSend, left);
   sendmsg_body(net, s, left);
 }
 
@@ -998,6 +998,7 @@ void tcp_data(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
       ++it;
     }
     s.ofo_queue.insert(it, skb);
+    note(net, ctx, s, SockEventKind::kOfo, m.end_seq - m.seq);
     tcp_send_ack(net, ctx, s, data_ack_path(s));
     return;
   }

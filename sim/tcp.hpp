@@ -159,13 +159,14 @@ struct TcpStats {
 // skbsim run --timeline: what a TCP socket's application and protocol did, one record each,
 // stamped where a kernel tracepoint would fire (the running task's clock, Engine::task_clock).
 // The sender's send() calls and data transmits; the receiver's data skbs onto the socket's
-// backlog (the application held it) or into the receive queue, its reader's wake-up, select(),
-// read() calls (0 bytes: EAGAIN) and the moments it blocked with nothing queued; either side's
-// ACKs sent, by AckPath.
+// backlog (the application held it), into the out-of-order queue or into the receive queue, its
+// reader's wake-up, select(), read() calls (0 bytes: EAGAIN) and the moments it blocked with
+// nothing queued; either side's ACKs sent, by AckPath.
 enum class SockEventKind : std::uint8_t {
   kSend,
   kXmit,
   kBacklog,
+  kOfo,
   kQueue,
   kWake,
   kSelect,
@@ -173,8 +174,8 @@ enum class SockEventKind : std::uint8_t {
   kBlock,
   kAck
 };
-inline constexpr std::array<const char*, 9> kSockEventNames = {
-    "send", "xmit", "backlog", "queue", "wake", "select", "read", "block", "ack"};
+inline constexpr std::array<const char*, 10> kSockEventNames = {
+    "send", "xmit", "backlog", "ofo", "queue", "wake", "select", "read", "block", "ack"};
 static_assert(kSockEventNames.size() == static_cast<std::size_t>(SockEventKind::kAck) + 1);
 
 struct SockEvent {
@@ -183,8 +184,8 @@ struct SockEvent {
   SockEventKind kind = SockEventKind::kSend;
   std::uint8_t ack_path = 0;  // kAck: an AckPath
   std::uint32_t bytes = 0;    // payload: sent, transmitted, arrived or copied
-  std::uint32_t unread =
-      0;  // the receiver's bytes in sequence not yet copied (rcv_nxt - copied_seq)
+  // This socket's bytes in sequence not yet copied (rcv_nxt - copied_seq).
+  std::uint32_t unread = 0;
 };
 
 // netperf TCP_RR: the application answers each `in_size` bytes it reads with `out_size` bytes.

@@ -100,14 +100,36 @@ TEST(RunCommand, TimelineWritesTheSocketsEventsOrNothing) {
   }
   EXPECT_FALSE(fs::exists(file.string() + ".partial"));
 
+  // A timeline that cannot be written, or an --out that cannot: one line, exit 2, no .partial
+  // left, and the old files as they were.
   const fs::path out = tmp.path() / "res";
-  const Invocation bad =
-      run_cli({"run", "tests/data/scenarios/good/2007-container.json", "--out", out.string(),
-               "--timeline", (tmp.path() / "no-such-dir" / "t.tsv").string()});
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_EQ(bad.out, "");
-  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
-  EXPECT_FALSE(fs::exists(out));
+  fs::create_directory(tmp.path() / "a-dir");
+  { std::ofstream(tmp.path() / "a-file") << "x"; }
+  { std::ofstream(tmp.path() / "old.tsv") << "old\n"; }
+  const std::string scenario = "tests/data/scenarios/good/2007-container.json";
+  const std::vector<std::vector<std::string>> bad_cases = {
+      {"--out", out.string(), "--timeline", (tmp.path() / "no-such-dir" / "t.tsv").string()},
+      {"--timeline", (tmp.path() / "a-dir").string()},
+      {"--timeline", ""},
+      {"--timeline", (tmp.path() / "old.tsv").string(), "--out",
+       (tmp.path() / "a-file" / "res").string()},
+      {"--out", out.string(), "--timeline", (out / "t.tsv").string()},
+  };
+  for (const auto& flags : bad_cases) {
+    std::vector<std::string> argv = {"run", scenario};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const Invocation bad = run_cli(argv);
+    SCOPED_TRACE(flags.back());
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_EQ(bad.out, "");
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+    EXPECT_FALSE(fs::exists(out));
+    for (const auto& entry : fs::directory_iterator(tmp.path())) {
+      EXPECT_NE(entry.path().extension(), ".partial") << entry.path();
+    }
+    EXPECT_EQ(slurp(tmp.path() / "old.tsv"), "old\n");
+    EXPECT_TRUE(fs::is_directory(tmp.path() / "a-dir"));
+  }
 }
 
 TEST(RunCommand, BadFlagsPrintUsageAndExitTwo) {
