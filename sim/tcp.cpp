@@ -754,6 +754,7 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
   if (left > 0) {
     s.writer_blocked = true;  // the rest of this send() waits for ACKs to free the buffer
     s.pending = left;
+    note(net, ctx, s, SockEventKind::kWait, left);
     return;
   }
   next_send(net, s);
@@ -830,6 +831,7 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
   const std::int64_t space = static_cast<std::int64_t>(s.params.sndbuf) - s.wmem_queued;
   if (s.writer_blocked && space >= s.wmem_queued / 2) {  // sk_stream_write_space
     s.writer_blocked = false;
+    note(net, ctx, s, SockEventKind::kWake, static_cast<std::uint64_t>(space));
     wake_owner(net, ctx, s, [&net, &s] { resume_sendmsg(net, s); });
   }
 }

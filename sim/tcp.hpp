@@ -158,12 +158,14 @@ struct TcpStats {
 
 // skbsim run --timeline: what a TCP socket's application and protocol did, one record each,
 // stamped where a kernel tracepoint would fire (the running task's clock, Engine::task_clock).
-// The sender's send() calls and data transmits; the receiver's data skbs onto the socket's
+// The sender's send() calls, its waits for send-buffer space (sk_stream_wait_memory) and the
+// wake-ups that end them, and its data transmits; the receiver's data skbs onto the socket's
 // backlog (the application held it), into the out-of-order queue or into the receive queue, its
 // reader's wake-up, select(), read() calls (0 bytes: EAGAIN) and the moments it blocked with
 // nothing queued; either side's ACKs sent, by AckPath.
 enum class SockEventKind : std::uint8_t {
   kSend,
+  kWait,
   kXmit,
   kBacklog,
   kOfo,
@@ -174,8 +176,8 @@ enum class SockEventKind : std::uint8_t {
   kBlock,
   kAck
 };
-inline constexpr std::array<const char*, 10> kSockEventNames = {
-    "send", "xmit", "backlog", "ofo", "queue", "wake", "select", "read", "block", "ack"};
+inline constexpr std::array<const char*, 11> kSockEventNames = {
+    "send", "wait", "xmit", "backlog", "ofo", "queue", "wake", "select", "read", "block", "ack"};
 static_assert(kSockEventNames.size() == static_cast<std::size_t>(SockEventKind::kAck) + 1);
 
 struct SockEvent {

@@ -1003,7 +1003,7 @@ TEST(Timeline, RecordsEachSocketEventAsTheCountersCountItAndChangesNothing) {
       EXPECT_GE(e.unread, e.bytes) << e.time_us;  // what was queued is unread still
       queued += e.bytes;
     }
-    woken += e.kind == SockEventKind::kWake && e.ctx != "netserver" ? 1 : 0;
+    woken += e.kind == SockEventKind::kWake && e.socket == "netserver" && e.ctx != "netserver";
     // The reader's own calls (its release_sock's queueing and wake-up, after a block, are not).
     if (e.ctx == "netserver" &&
         (e.kind == SockEventKind::kSelect || e.kind == SockEventKind::kRead ||
