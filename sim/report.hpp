@@ -34,8 +34,8 @@ void print_text(std::ostream& out, const Scenario& sc, const RunResult& r, const
 void print_profile(std::ostream& out, const Scenario& sc, const RunResult& r, std::size_t rows);
 void print_trace(std::ostream& out, const Scenario& sc, const RunResult& r);
 // The TCP sockets' timeline (RunResult::timeline) as tab-separated columns with a header line:
-// time_us (from the measured window's start), cpu, context, flow, socket, event (send, xmit,
-// backlog, queue, wake, select, read, block, ack), bytes, unread, and the ACK's path.
+// time_us (from the measured window's start), cpu, context, flow, socket, event (kSockEventNames),
+// bytes, unread, and the ACK's path.
 std::string timeline_tsv(const RunResult& r);
 
 // One device's counts per wire segment under the keys skbsim measure writes for a real device
