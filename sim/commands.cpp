@@ -129,19 +129,38 @@ std::vector<std::string> scenario_files(const std::vector<std::string>& paths) {
 
 namespace {
 
-// Whether `path` lies inside directory `dir` (both as they would resolve, whether or not they
-// exist yet).
-bool path_within(const fs::path& path, const fs::path& dir) {
-  const auto resolved = [](const fs::path& x) {
-    std::error_code ec;
-    fs::path r = fs::weakly_canonical(fs::absolute(x, ec), ec);
-    r = ec ? fs::absolute(x, ec).lexically_normal() : r;
-    return r.has_filename() ? r : r.parent_path();  // "res/" is "res"
+// `p` as written but with its directory resolved (symlinks, "..", relative): the place a file or
+// directory at `p` would take. A link at `p` itself stays a link, as write_atomically replaces it.
+fs::path place_of(const fs::path& p) {
+  const fs::path named = p.has_filename() ? p : p.parent_path();  // "res/" is "res"
+  std::error_code ec;
+  const fs::path abs = fs::absolute(named, ec);
+  const fs::path dir = fs::weakly_canonical(abs.parent_path(), ec);
+  return (ec ? abs.parent_path().lexically_normal() : dir) / abs.filename();
+}
+
+// Why --timeline FILE cannot be written beside --out DIR (empty: it can): FILE is DIR, lies inside
+// it (replaced whole), holds it, or is one of the names write_atomically builds beside it.
+std::string timeline_clash(const fs::path& file, const fs::path& dir) {
+  const fs::path f = place_of(file);
+  const fs::path d = place_of(dir);
+  const auto within = [](const fs::path& inner, const fs::path& outer) {
+    return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first ==
+           outer.end();
   };
-  const fs::path p = resolved(path);
-  const fs::path d = resolved(dir);
-  const auto [dir_end, path_at] = std::mismatch(d.begin(), d.end(), p.begin(), p.end());
-  return dir_end == d.end() && path_at != p.end();
+  if (f == d) {
+    return "the --out directory itself";
+  }
+  if (within(f, d)) {
+    return "a file inside the --out directory, which is replaced whole";
+  }
+  if (within(d, f)) {
+    return "a directory that holds the --out directory";
+  }
+  if (f == fs::path(d.string() + ".partial") || f == fs::path(d.string() + ".old")) {
+    return "a name --out uses beside its directory while it writes";
+  }
+  return "";
 }
 
 }  // namespace
@@ -190,13 +209,23 @@ int run_run(const std::vector<std::string>& args) {
     sc.spec.timeline = vm.count("timeline") != 0;
     const std::optional<fs::path> timeline =
         sc.spec.timeline ? std::optional<fs::path>(vm["timeline"].as<std::string>()) : std::nullopt;
-    if (timeline && timeline->empty()) {
-      throw InputError("--timeline", "", "expected a file name, got an empty one");
-    }
-    if (timeline && vm.count("out") != 0 && path_within(*timeline, vm["out"].as<std::string>())) {
-      throw InputError(timeline->string(), "",
-                       "expected a file outside the --out directory, which is replaced whole, got "
-                       "one inside it");
+    // Checked before the run, so that both outputs are written or neither.
+    if (timeline) {
+      std::error_code ec;
+      if (!timeline->has_filename()) {
+        throw InputError("--timeline", "",
+                         "expected a file name, got '" + timeline->string() + "'");
+      }
+      if (fs::is_directory(*timeline, ec)) {
+        throw InputError(timeline->string(), "", "expected a file, got a directory");
+      }
+      if (vm.count("out") != 0) {
+        if (const std::string why = timeline_clash(*timeline, vm["out"].as<std::string>());
+            !why.empty()) {
+          throw InputError(timeline->string(), "",
+                           "expected a file apart from the --out directory, got " + why);
+        }
+      }
     }
     const RunResult r = run_scenario(sc.spec);
     ReportOptions o;
@@ -205,21 +234,27 @@ int run_run(const std::vector<std::string>& args) {
     std::ostringstream text;
     print_text(text, sc, r, o);
     const std::string json = result_json(sc, r, trace).dump(2) + "\n";
-    // Both outputs or neither, and what was there before stays when they cannot be written: the
-    // timeline waits beside its place (FILE.partial) until --out is in.
+    // The timeline waits beside its place (FILE.partial) until --out is in; then it moves in.
     const fs::path staged = timeline ? fs::path(timeline->string() + ".partial") : fs::path();
+    const auto drop_staged = [&staged] {
+      std::error_code ignored;
+      fs::remove(staged, ignored);
+    };
     if (timeline) {
-      write_file_atomically(staged, timeline_tsv(r));
+      std::ofstream out(staged, std::ios::binary);
+      out << timeline_tsv(r);
+      out.close();
+      if (!out) {
+        drop_staged();
+        throw InputError(timeline->string(), "", "expected a writable file, got a write error");
+      }
     }
     if (vm.count("out") != 0) {
       try {
         write_atomically(vm["out"].as<std::string>(),
                          {{"result.json", json}, {"result.txt", text.str()}});
       } catch (const InputError&) {
-        if (timeline) {
-          std::error_code ignored;
-          fs::remove(staged, ignored);
-        }
+        drop_staged();
         throw;
       }
     }
@@ -227,9 +262,10 @@ int run_run(const std::vector<std::string>& args) {
       std::error_code ec;
       fs::rename(staged, *timeline, ec);
       if (ec) {
-        const std::string why = ec.message();
-        fs::remove(staged, ec);
-        throw InputError(timeline->string(), "", "expected a writable file, got " + why);
+        drop_staged();
+        throw InputError(timeline->string(), "",
+                         "expected a writable file, got " + ec.message() +
+                             (vm.count("out") != 0 ? " (--out was written)" : ""));
       }
     }
     std::cout << (format == "json" ? json : text.str()) << std::flush;
@@ -239,6 +275,9 @@ int run_run(const std::vector<std::string>& args) {
   } catch (const SkbBug& e) {
     std::cerr << "skbsim run: the model hit a kernel BUG condition: " << e.what() << "\n";
     return 1;
+  } catch (const fs::filesystem_error& e) {
+    std::cerr << "skbsim run: " << e.what() << "\n";
+    return kExitUsage;
   }
   return 0;
 }

@@ -8,8 +8,10 @@ namespace skbsim::sim {
 
 namespace fs = std::filesystem;
 
-void write_atomically(const fs::path& dir, const OutputFiles& files,
+void write_atomically(const fs::path& dir_as_named, const OutputFiles& files,
                       const std::function<void(const fs::path&)>& finish) {
+  // "res/" is "res": the names built beside it are "res.partial" and "res.old"
+  const fs::path dir = dir_as_named.has_filename() ? dir_as_named : dir_as_named.parent_path();
   const fs::path partial = dir.string() + ".partial";
   std::error_code ec;
   fs::remove_all(partial, ec);
@@ -41,7 +43,12 @@ void write_atomically(const fs::path& dir, const OutputFiles& files,
   }
   const fs::path old = dir.string() + ".old";
   fs::remove_all(old, ec);
-  if (fs::exists(dir)) {
+  const fs::file_status st = fs::symlink_status(dir, ec);  // a link in the way is replaced
+  if (ec && st.type() != fs::file_type::not_found) {
+    fail(ec.message());
+  }
+  const bool had_old = fs::exists(st);
+  if (had_old) {
     fs::rename(dir, old, ec);
     if (ec) {
       fail(ec.message());
@@ -50,7 +57,7 @@ void write_atomically(const fs::path& dir, const OutputFiles& files,
   fs::rename(partial, dir, ec);
   if (ec) {
     const std::string why = ec.message();
-    if (fs::exists(old)) {
+    if (had_old) {
       fs::rename(old, dir, ec);  // the old output back as it was
     }
     fail(why);

@@ -831,7 +831,7 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
   const std::int64_t space = static_cast<std::int64_t>(s.params.sndbuf) - s.wmem_queued;
   if (s.writer_blocked && space >= s.wmem_queued / 2) {  // sk_stream_write_space
     s.writer_blocked = false;
-    note(net, ctx, s, SockEventKind::kWake, static_cast<std::uint64_t>(space));
+    note(net, ctx, s, SockEventKind::kSpace, static_cast<std::uint64_t>(space));
     wake_owner(net, ctx, s, [&net, &s] { resume_sendmsg(net, s); });
   }
 }

@@ -159,10 +159,10 @@ struct TcpStats {
 // skbsim run --timeline: what a TCP socket's application and protocol did, one record each,
 // stamped where a kernel tracepoint would fire (the running task's clock, Engine::task_clock).
 // The sender's send() calls, its waits for send-buffer space (sk_stream_wait_memory) and the
-// wake-ups that end them, and its data transmits; the receiver's data skbs onto the socket's
-// backlog (the application held it), into the out-of-order queue or into the receive queue, its
-// reader's wake-up, select(), read() calls (0 bytes: EAGAIN) and the moments it blocked with
-// nothing queued; either side's ACKs sent, by AckPath.
+// ACKs' freeing of space that ends them (sk_stream_write_space), and its data transmits; the
+// receiver's data skbs onto the socket's backlog (the application held it), into the out-of-order
+// queue or into the receive queue, its reader's wake-up, select(), read() calls (0 bytes: EAGAIN)
+// and the moments it blocked with nothing queued; either side's ACKs sent, by AckPath.
 enum class SockEventKind : std::uint8_t {
   kSend,
   kWait,
@@ -174,18 +174,20 @@ enum class SockEventKind : std::uint8_t {
   kSelect,
   kRead,
   kBlock,
-  kAck
+  kAck,
+  kSpace
 };
-inline constexpr std::array<const char*, 11> kSockEventNames = {
-    "send", "wait", "xmit", "backlog", "ofo", "queue", "wake", "select", "read", "block", "ack"};
-static_assert(kSockEventNames.size() == static_cast<std::size_t>(SockEventKind::kAck) + 1);
+inline constexpr std::array<const char*, 12> kSockEventNames = {"send", "wait",  "xmit", "backlog",
+                                                                "ofo",  "queue", "wake", "select",
+                                                                "read", "block", "ack",  "space"};
+static_assert(kSockEventNames.size() == static_cast<std::size_t>(SockEventKind::kSpace) + 1);
 
 struct SockEvent {
   Time time = 0;
   const ExecCtx* ctx = nullptr;  // the context the event ran in
   SockEventKind kind = SockEventKind::kSend;
   std::uint8_t ack_path = 0;  // kAck: an AckPath
-  std::uint32_t bytes = 0;    // payload: sent, transmitted, arrived or copied
+  std::uint32_t bytes = 0;    // docs/results.md: payload sent, transmitted, arrived or copied
   // This socket's bytes in sequence not yet copied (rcv_nxt - copied_seq).
   std::uint32_t unread = 0;
 };

@@ -101,31 +101,41 @@ TEST(RunCommand, TimelineWritesTheSocketsEventsOrNothing) {
   EXPECT_FALSE(fs::exists(file.string() + ".partial"));
 
   // A timeline that cannot be written, or an --out that cannot: one line, exit 2, no .partial
-  // left, and the old files as they were.
+  // left anywhere, and the old files, the old --out directory among them, as they were.
   const fs::path out = tmp.path() / "res";
+  fs::create_directory(out);
+  { std::ofstream(out / "keep") << "old out\n"; }
   fs::create_directory(tmp.path() / "a-dir");
   { std::ofstream(tmp.path() / "a-file") << "x"; }
   { std::ofstream(tmp.path() / "old.tsv") << "old\n"; }
   const std::string scenario = "tests/data/scenarios/good/2007-container.json";
+  const std::string o = out.string();
   const std::vector<std::vector<std::string>> bad_cases = {
-      {"--out", out.string(), "--timeline", (tmp.path() / "no-such-dir" / "t.tsv").string()},
-      {"--timeline", (tmp.path() / "a-dir").string()},
-      {"--timeline", ""},
+      {"--out", o, "--timeline", (tmp.path() / "no-such-dir" / "t.tsv").string()},
+      {"--out", o, "--timeline", (tmp.path() / "a-dir").string()},
+      {"--out", o, "--timeline", ""},
+      {"--out", o, "--timeline", (tmp.path() / "t.tsv").string() + "/"},
+      {"--out", o, "--timeline", o},
+      {"--out", o + "/", "--timeline", (out / "t.tsv").string()},
+      {"--out", o, "--timeline", (out / ".." / "res" / "t.tsv").string()},
+      {"--out", o, "--timeline", tmp.path().string()},
+      {"--out", o, "--timeline", o + ".old"},
       {"--timeline", (tmp.path() / "old.tsv").string(), "--out",
        (tmp.path() / "a-file" / "res").string()},
-      {"--out", out.string(), "--timeline", (out / "t.tsv").string()},
   };
   for (const auto& flags : bad_cases) {
     std::vector<std::string> argv = {"run", scenario};
     argv.insert(argv.end(), flags.begin(), flags.end());
     const Invocation bad = run_cli(argv);
-    SCOPED_TRACE(flags.back());
+    SCOPED_TRACE(flags[1] + " " + flags[3]);
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_EQ(bad.out, "");
     EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
-    EXPECT_FALSE(fs::exists(out));
-    for (const auto& entry : fs::directory_iterator(tmp.path())) {
+    EXPECT_EQ(slurp(out / "keep"), "old out\n");
+    EXPECT_FALSE(fs::exists(out / "result.json"));
+    for (const auto& entry : fs::recursive_directory_iterator(tmp.path())) {
       EXPECT_NE(entry.path().extension(), ".partial") << entry.path();
+      EXPECT_NE(entry.path().extension(), ".old") << entry.path();
     }
     EXPECT_EQ(slurp(tmp.path() / "old.tsv"), "old\n");
     EXPECT_TRUE(fs::is_directory(tmp.path() / "a-dir"));
