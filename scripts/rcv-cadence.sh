@@ -4,15 +4,18 @@
 # server's transmits) around one `skbsim measure --trace off`, then the model on the scenario
 # that measure wrote (`skbsim run --format json`, its tcp_reader and tcp_acks_by_path), and
 # prints per 1448-byte segment: the reads that copied something, their mean size and the short
-# ones (one MSS or less), the reads that found nothing (EAGAIN), select() calls, the reader's
-# sleeps, the ACKs. Root; mounts tracefs for the run if it is not mounted (and unmounts it).
+# ones (one MSS or less) and of those the 512-1023-byte ones (a 128 KB write's 752-byte tail read
+# alone) and the 1-2 KB ones (one segment alone), the reads that found nothing (EAGAIN), select()
+# calls, the reader's sleeps, the ACKs. The kernel's sizes come from bpftrace's histogram of the
+# read sizes, the model's from its timeline (skbsim run --timeline). Root; mounts tracefs for the run if it is not mounted (and unmounts it).
 # docs/measure.md, "How the reader takes the stream".
 #
 #   bash scripts/rcv-cadence.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/rcv-cadence.sh /tmp/rd --topology direct --variant csum-off --rate 1000 \
 #          --runs 1 --duration 3 --congestion-control cubic
 #
-# OUT_DIR gets the measurement, rcv-cadence.txt (bpftrace's maps) and model.json. Name one
+# OUT_DIR gets the measurement, rcv-cadence.txt (bpftrace's maps), model.json and
+# model-timeline.tsv (docs/results.md, "The sockets' timeline"). Name one
 # configuration: every run of the measure adds to the same counts. Exit codes: 0 measured; 1 a
 # tool or the run failed; 2 a bad skbsim measure flag. When the model cannot run the scenario the
 # measure wrote, the kernel's column is printed with "-" for the model's.
@@ -28,13 +31,23 @@ trace_measure_scenario rcv-cadence "$out"
 model=""
 if trace_measure_model rcv-cadence "$out"; then
   model=$(python3 -c '
-import json, sys
+import csv, json, sys
 d = json.load(sys.stdin)
 if "tcp_reader" not in d:
     sys.exit("rcv-cadence: this skbsim writes no tcp_reader (rebuild it)")
 r, a = d["tcp_reader"], d.get("tcp_acks_by_path", {})
+# the reads by size, from the timeline, per segment of the window as the counters are
+tail = one = 0
+with open(sys.argv[1]) as f:
+    for e in csv.DictReader(f, delimiter="\t"):
+        if e["event"] == "read" and e["socket"] == "netserver":
+            n = int(e["bytes"])
+            tail += 512 <= n < 1024
+            one += 1024 <= n < 2048
+segs = max(d.get("segments", 0), 1)
 print(r.get("reads_copying", 0), r.get("bytes_per_copying_read", 0), r.get("reads_empty", 0),
-      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()), r.get("reads_short", "-"))' \
+      r.get("selects", 0), r.get("sleeps", 0), sum(a.values()), r.get("reads_short", "-"),
+      tail / segs, one / segs)' "$out/model-timeline.tsv" \
     <"$out/model.json") ||
     { echo "rcv-cadence: the model did not run (see $out/model.err)" >&2; model=""; }
 fi
@@ -47,6 +60,11 @@ awk -v model="$model" '
     printf "%-40s " fmt " %s\n", label, kernel,
            have && model != "-" ? sprintf(fmt, model) : sprintf("%10s", "-")
   }
+  # the read sizes: bpftrace prints the histogram of each thread under "@sizes[TID]:"
+  /^@/ { cur = "" }
+  /^@sizes\[/ { cur = tid($0) }
+  cur != "" && /^\[512, 1K\)/ { tails[cur] = $3 + 0 }
+  cur != "" && /^\[1K, 2K\)/ { ones[cur] = $3 + 0 }
   /^@reads\[/ { reads[tid($0)] = $NF + 0 }
   /^@bytes\[/ { bytes[tid($0)] = $NF + 0 }
   /^@short\[/ { short[tid($0)] = $NF + 0 }
@@ -62,13 +80,15 @@ awk -v model="$model" '
       print "rcv-cadence: no iperf3 thread read the stream" > "/dev/stderr"; exit 1
     }
     segs = bytes[best] / 1448
-    have = split(model, m, " ") == 7
+    have = split(model, m, " ") == 9
     printf "reader: iperf3 thread %s, %.0f bytes, %.0f segments of 1448 bytes\n", best,
            bytes[best], segs
     printf "%-40s %10s %10s\n", "per segment", "kernel", "model"
     row("reads that copied", "%10.4f", reads[best] / segs, m[1])
     row("  bytes each", "%10.0f", bytes[best] / reads[best], m[2])
     row("  of them one segment or less", "%10.4f", short[best] / segs, m[7])
+    row("    512-1023 bytes (the tail of a write)", "%10.4f", tails[best] / segs, m[8])
+    row("    1-2 KB (one segment alone)", "%10.4f", ones[best] / segs, m[9])
     row("reads that found nothing (EAGAIN)", "%10.4f", eagain[best] / segs, m[3])
     row("select() calls", "%10.4f", selects[best] / segs, m[4])
     row("sleeps", "%10.4f", sleeps[best] / segs, m[5])

@@ -19,8 +19,8 @@
 #   trace_measure_model NAME OUT_DIR
 #
 # after it runs the model on that scenario, `skbsim run --format json` into OUT_DIR/model.json
-# (its errors into OUT_DIR/model.err); returns 1 (NAME: the model did not run), with no
-# model.json left, when the run fails.
+# and its sockets' timeline into OUT_DIR/model-timeline.tsv (its errors into OUT_DIR/model.err);
+# returns 1 (NAME: the model did not run), with no model.json left, when the run fails.
 
 trace_measure_bt=""
 trace_measure_mounted=""
@@ -88,7 +88,7 @@ trace_measure_scenario() {
 trace_measure_model() {
   local name=$1 out=$2
   if ! "${SKBSIM:-build/release/sim/skbsim}" run "$trace_measure_scenario_file" --format json \
-    >"$out/model.json" 2>"$out/model.err"; then
+    --timeline "$out/model-timeline.tsv" >"$out/model.json" 2>"$out/model.err"; then
     echo "$name: the model did not run (see $out/model.err)" >&2
     rm -f "$out/model.json"
     return 1
