@@ -235,37 +235,28 @@ int run_run(const std::vector<std::string>& args) {
     print_text(text, sc, r, o);
     const std::string json = result_json(sc, r, trace).dump(2) + "\n";
     // The timeline waits beside its place (FILE.partial) until --out is in; then it moves in.
-    const fs::path staged = timeline ? fs::path(timeline->string() + ".partial") : fs::path();
-    const auto drop_staged = [&staged] {
-      std::error_code ignored;
-      fs::remove(staged, ignored);
-    };
     if (timeline) {
-      std::ofstream out(staged, std::ios::binary);
-      out << timeline_tsv(r);
-      out.close();
-      if (!out) {
-        drop_staged();
-        throw InputError(timeline->string(), "", "expected a writable file, got a write error");
-      }
+      stage_file(*timeline, timeline_tsv(r));
     }
     if (vm.count("out") != 0) {
       try {
         write_atomically(vm["out"].as<std::string>(),
                          {{"result.json", json}, {"result.txt", text.str()}});
       } catch (const InputError&) {
-        drop_staged();
+        if (timeline) {
+          drop_staged(*timeline);
+        }
         throw;
       }
     }
     if (timeline) {
-      std::error_code ec;
-      fs::rename(staged, *timeline, ec);
-      if (ec) {
-        drop_staged();
-        throw InputError(timeline->string(), "",
-                         "expected a writable file, got " + ec.message() +
-                             (vm.count("out") != 0 ? " (--out was written)" : ""));
+      try {
+        commit_staged(*timeline);
+      } catch (const InputError& e) {
+        if (vm.count("out") == 0) {
+          throw;
+        }
+        throw InputError(e.file(), e.pointer(), e.message() + " (--out was written)");
       }
     }
     std::cout << (format == "json" ? json : text.str()) << std::flush;

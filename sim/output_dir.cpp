@@ -65,28 +65,45 @@ void write_atomically(const fs::path& dir_as_named, const OutputFiles& files,
   fs::remove_all(old, ec);
 }
 
-void write_file_atomically(const fs::path& file, const std::string& content) {
+namespace {
+
+fs::path partial_of(const fs::path& file) {
+  return file.string() + ".partial";
+}
+
+}  // namespace
+
+void stage_file(const fs::path& file, const std::string& content) {
   if (file.empty() || !file.has_filename()) {
     throw InputError(file.string(), "", "expected a file name, got none");
   }
-  const fs::path tmp = file.string() + ".partial";
+  const fs::path tmp = partial_of(file);
+  std::ofstream out(tmp, std::ios::binary);
+  out << content;
+  out.close();  // the last flush's error counts too
+  if (!out) {
+    drop_staged(file);
+    throw InputError(file.string(), "", "expected a writable file, got a write error");
+  }
+}
+
+void commit_staged(const fs::path& file) {
   std::error_code ec;
-  const auto fail = [&](const std::string& what) {
-    fs::remove(tmp, ec);
-    throw InputError(file.string(), "", "expected a writable file, got " + what);
-  };
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << content;
-    out.close();  // the last flush's error counts too
-    if (!out) {
-      fail("a write error");
-    }
-  }
-  fs::rename(tmp, file, ec);
+  fs::rename(partial_of(file), file, ec);
   if (ec) {
-    fail(ec.message());
+    drop_staged(file);
+    throw InputError(file.string(), "", "expected a writable file, got " + ec.message());
   }
+}
+
+void drop_staged(const fs::path& file) noexcept {
+  std::error_code ignored;
+  fs::remove(partial_of(file), ignored);
+}
+
+void write_file_atomically(const fs::path& file, const std::string& content) {
+  stage_file(file, content);
+  commit_staged(file);
 }
 
 }  // namespace skbsim::sim

@@ -25,5 +25,11 @@ void write_atomically(const std::filesystem::path& dir, const OutputFiles& files
 
 // Writes one file via `file.partial` and a rename. Throws InputError on a write error.
 void write_file_atomically(const std::filesystem::path& file, const std::string& content);
+// write_file_atomically in two steps, for a caller with more to write in between: stage_file
+// writes `file.partial` (none left when it throws); commit_staged renames it over `file` (none
+// left when it throws); drop_staged removes it.
+void stage_file(const std::filesystem::path& file, const std::string& content);
+void commit_staged(const std::filesystem::path& file);
+void drop_staged(const std::filesystem::path& file) noexcept;
 
 }  // namespace skbsim::sim
