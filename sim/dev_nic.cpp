@@ -211,7 +211,10 @@ void NicDevice::poll(Net& net, ExecCtx& ctx) {
     net.netif_receive_skb(ctx, *this, *skb);
   }
   flush();
-  net.skb_defer_free_flush(sn);  // and once more at its end
+  // and once more at its end, after the rest of each frame's way up that tcp_v4_rcv queued next
+  if (!sn.defer_list.empty()) {
+    ctx.cpu().submit_next({&ctx, [&net, &sn] { net.skb_defer_free_flush(sn); }});
+  }
 }
 
 Features default_features(DevKind kind, KernelVersion v, bool modern_nic) {

@@ -1,5 +1,7 @@
 #include "sim/engine.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <utility>
 
 namespace skbsim::sim {
@@ -53,7 +55,10 @@ void Cpu::submit(Task t) {
 }
 
 void Cpu::submit_next(Task t) {
-  queues_[static_cast<std::size_t>(t.ctx->level())].push_front(std::move(t));
+  const auto level = static_cast<std::size_t>(t.ctx->level());
+  std::deque<Task>& q = queues_[level];
+  const std::size_t at = std::min<std::size_t>(next_at_[level]++, q.size());
+  q.insert(q.begin() + static_cast<std::ptrdiff_t>(at), std::move(t));
   kick();
 }
 
@@ -79,6 +84,8 @@ void Cpu::dispatch(bool after_halt) {
     q.pop_front();
     running_ = true;
     running_ctx_ = t.ctx;
+    leaving_idle_ = false;
+    next_at_.fill(0);
     Engine& e = *engine_;
     if (after_halt && e.now_ > idle_since_) {
       ++idle_exits_;
@@ -126,7 +133,8 @@ void Cpu::dispatch(bool after_halt) {
     const bool blocked = std::exchange(idle_exit_owed_, false);
     exit_ctx_ = nullptr;
     queues_[static_cast<std::size_t>(ctx->level())].push_back(
-        {ctx, [ctx, periods, blocked] {
+        {ctx, [this, ctx, periods, blocked] {
+           leaving_idle_ = true;
            for (std::uint32_t i = 0; i < periods; ++i) {
              ctx->ledger().record(Work{.sym = Sym::kScheduleIdle});
            }

@@ -12,7 +12,8 @@
 //
 // The downside: a task's state changes all happen at its start (a reader empties its receive
 // queue at once, the time of copying it passes afterwards); tasks are one call's or one packet's
-// worth of work.
+// worth of work, and where another CPU must not see a change before the work ahead of it has
+// passed (tcp_v4_rcv's owner check), the rest goes on in a task of its own (Cpu::submit_next).
 
 #include <cstdint>
 #include <array>
@@ -84,6 +85,9 @@ class Cpu {
   bool running() const noexcept { return running_; }
   // The context whose task holds the CPU now (its time has not passed yet); null when idle.
   const ExecCtx* running_ctx() const noexcept { return running_ ? running_ctx_ : nullptr; }
+  // The running task is the exit from the CPU's last halt (charged after the work that halt's
+  // end ran: charge_idle_exits_after, charge_idle_periods), no call of the context it bills.
+  bool leaving_idle() const noexcept { return running_ && leaving_idle_; }
   // Nothing running and nothing queued: the CPU sits in its idle loop.
   bool idle() const noexcept {
     return !running_ && queues_[0].empty() && queues_[1].empty() && queues_[2].empty();
@@ -91,7 +95,8 @@ class Cpu {
 
   // Queues a task; it runs as soon as the CPU is free and nothing of a higher level waits.
   void submit(Task t);
-  // Queues a task ahead of the others of its level: the running task's own continuation.
+  // Queues a task ahead of the others of its level: the running task's own continuation. Those
+  // one task queues run in the order it queued them (a NIC's poll hands on each frame's rest).
   void submit_next(Task t);
   // When the CPU last went idle (meaningful while idle()).
   Time idle_since() const noexcept { return idle_since_; }
@@ -126,6 +131,7 @@ class Cpu {
   Engine* engine_;
   std::uint32_t index_;
   std::array<std::deque<Task>, 3> queues_;
+  std::array<std::size_t, 3> next_at_{};  // where the running task's next submit_next goes
   bool running_ = false;
   const ExecCtx* running_ctx_ = nullptr;
   bool kick_pending_ = false;
@@ -137,6 +143,7 @@ class Cpu {
   Time halt_poll_ps_ = 0;
   Time charge_after_ = -1;
   bool charge_periods_ = false;
+  bool leaving_idle_ = false;
   bool idle_exit_owed_ = false;    // a long halt ended; charged before the CPU halts again
   std::uint32_t idle_periods_owed_ = 0;  // idle periods ended since the last charge; likewise
   ExecCtx* exit_ctx_ = nullptr;  // to the first task (not a switch-in) that the halt's end ran

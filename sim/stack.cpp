@@ -302,10 +302,20 @@ void Net::net_rx_action(Softnet& sn) {
     ctx.cpu().submit({&ctx, [this, &sn] { net_rx_action(sn); }});
     return;
   }
+  if (!sn.defer_list.empty()) {
+    // The run's last flush comes after the packet's work, which tcp_v4_rcv may have left to a
+    // task of its own, queued next: the flush goes right behind it.
+    ctx.cpu().submit_next({&ctx, [this, &sn] { net_rx_end(sn); }});
+    return;
+  }
+  net_rx_end(sn);
+}
+
+void Net::net_rx_end(Softnet& sn) {
   skb_defer_free_flush(sn);  // and once more when no poll is left
   sn.raised = false;
   if (!sn.backlog.empty()) {
-    raise_net_rx(ctx.cpu(), sn);
+    raise_net_rx(sn.ctx->cpu(), sn);
   }
 }
 

@@ -838,6 +838,7 @@ void tcp_ack(Net& net, ExecCtx& ctx, TcpSock& s, const PacketMeta& m) {
 
 void tcp_recvmsg_task(Net& net, TcpSock& s);
 void tcp_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified);
+void tcp_v4_rcv_owner(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified);
 
 // TCP_RR: `payload` more bytes read; each whole message read is answered (the client counts a
 // transaction and, unless stopped, sends the next request).
@@ -1568,11 +1569,28 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
     ops::csum_partial(o, skb.len());
     verified = true;
   }
+  // bh_lock_sock and sock_owned_by_user come after the work this task has charged so far (the
+  // lookup and checksum just charged; before them, the packet's way up from netif_receive_skb
+  // and, first in a NET_RX run, the deferred frees). The model's state changes happen when a
+  // task starts, so the rest, from the owner check on, goes on in a task of its own, first in
+  // this CPU's queue: the reader on the other CPU sees the skb, and the softirq sees the reader's
+  // hold on the socket, once that time has passed, not at the start of the packet's work.
+  if (net.engine().task_clock() > net.engine().now()) {
+    ctx.cpu().submit_next(
+        {&ctx, [&net, &ctx, &s, &skb, verified] { tcp_v4_rcv_owner(net, ctx, s, skb, verified); }});
+    return;
+  }
+  tcp_v4_rcv_owner(net, ctx, s, skb, verified);
+}
+
+namespace {
+
+void tcp_v4_rcv_owner(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   // sock_owned_by_user: the application's call holds the socket: its task runs (on another CPU:
   // this CPU runs one task at a time), or the softirq it raised runs inside it (end_call).
   if (s.in_bh || s.in_recv ||
-      (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu() &&
-       !s.in_syscall)) {
+      (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu() && !s.in_syscall &&
+       !s.proc->cpu().leaving_idle())) {
     net.charge(ctx, &skb, {.sym = Sym::kSkAddBacklog});
     if (const std::uint32_t payload = meta(skb).end_seq - meta(skb).seq; payload != 0) {
       note(net, ctx, s, SockEventKind::kBacklog, payload);
@@ -1590,6 +1608,8 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   }
   tcp_rcv(net, ctx, s, skb, verified);
 }
+
+}  // namespace
 
 void tcp_close(Net& net, ExecCtx& ctx, TcpSock& s) {
   OpCtx o = net.op(ctx);

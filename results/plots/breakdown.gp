@@ -20,7 +20,7 @@ do for [fmt in 'svg png'] {
   set lmargin 36
   set ytics nomirror
   set grid ytics lc rgb '#d0d0d0'
-  set yrange [0:111.97]
+  set yrange [0:112.00]
   plot 'breakdown.dat' using 2:xtic(1) title 'copy' lc rgb '#d62728', \
        '' using 3 title 'checksum' lc rgb '#ff7f0e', \
        '' using 4 title 'skb management' lc rgb '#1f77b4', \
