@@ -98,6 +98,10 @@ class Cpu {
   // Queues a task ahead of the others of its level: the running task's own continuation. Those
   // one task queues run in the order it queued them (a NIC's poll hands on each frame's rest).
   void submit_next(Task t);
+  // The running task has queued continuations at `level` (submit_next).
+  bool queued_next(Level level) const noexcept {
+    return running_ && next_at_[static_cast<std::size_t>(level)] != 0;
+  }
   // When the CPU last went idle (meaningful while idle()).
   Time idle_since() const noexcept { return idle_since_; }
   // The host's halt-polling window for this (virtual) CPU, adapted after each halt.

@@ -384,8 +384,9 @@ class Net {
   // per packet.
   void raise_net_rx(Cpu& cpu, Softnet& sn);
   void net_rx_action(Softnet& sn);
-  // The end of a NET_RX run: the last deferred-free flush; a run raised again if packets came.
-  void net_rx_end(Softnet& sn);
+  // After a packet of a NET_RX run: the next packet, or the run's end (the last deferred-free
+  // flush; a run raised again if packets came).
+  void net_rx_next(Softnet& sn);
   void defer_free(ExecCtx& ctx);
   void local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb);
   bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);

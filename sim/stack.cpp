@@ -297,25 +297,27 @@ void Net::net_rx_action(Softnet& sn) {
     Skb& s = sn.backlog.front();
     sn.backlog.pop_front();
     netif_receive_skb(ctx, *meta(s).in_dev, s);
+    if (ctx.cpu().queued_next(Level::kSoftIrq)) {
+      // The packet's work goes on in a task of its own (tcp_v4_rcv): whether the run goes on is
+      // decided after it, once what it sent back through this CPU's backlog is there.
+      ctx.cpu().submit_next({&ctx, [this, &sn] { net_rx_next(sn); }});
+      return;
+    }
   }
+  net_rx_next(sn);
+}
+
+// After a packet: the next one in a task of its own, or the run's end.
+void Net::net_rx_next(Softnet& sn) {
+  ExecCtx& ctx = *sn.ctx;
   if (!sn.backlog.empty() && sn.run_left > 0) {
     ctx.cpu().submit({&ctx, [this, &sn] { net_rx_action(sn); }});
     return;
   }
-  if (!sn.defer_list.empty()) {
-    // The run's last flush comes after the packet's work, which tcp_v4_rcv may have left to a
-    // task of its own, queued next: the flush goes right behind it.
-    ctx.cpu().submit_next({&ctx, [this, &sn] { net_rx_end(sn); }});
-    return;
-  }
-  net_rx_end(sn);
-}
-
-void Net::net_rx_end(Softnet& sn) {
   skb_defer_free_flush(sn);  // and once more when no poll is left
   sn.raised = false;
   if (!sn.backlog.empty()) {
-    raise_net_rx(sn.ctx->cpu(), sn);
+    raise_net_rx(ctx.cpu(), sn);
   }
 }
 

@@ -1572,10 +1572,12 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   // bh_lock_sock and sock_owned_by_user come after the work this task has charged so far (the
   // lookup and checksum just charged; before them, the packet's way up from netif_receive_skb
   // and, first in a NET_RX run, the deferred frees). The model's state changes happen when a
-  // task starts, so the rest, from the owner check on, goes on in a task of its own, first in
-  // this CPU's queue: the reader on the other CPU sees the skb, and the softirq sees the reader's
-  // hold on the socket, once that time has passed, not at the start of the packet's work.
-  if (net.engine().task_clock() > net.engine().now()) {
+  // task starts, so the rest, from the owner check on, goes on in a task of its own, queued next
+  // on this CPU (after those of earlier frames of a NIC's poll): the reader on the other CPU sees
+  // the skb, and the softirq sees the reader's
+  // hold on the socket, once that time has passed, not at the start of the packet's work. (With
+  // the socket's process on this CPU no one sees the difference: nothing of it runs meanwhile.)
+  if (&s.proc->cpu() != &ctx.cpu() && net.engine().task_clock() > net.engine().now()) {
     ctx.cpu().submit_next(
         {&ctx, [&net, &ctx, &s, &skb, verified] { tcp_v4_rcv_owner(net, ctx, s, skb, verified); }});
     return;
@@ -1587,8 +1589,10 @@ namespace {
 
 void tcp_v4_rcv_owner(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb, bool verified) {
   // sock_owned_by_user: the application's call holds the socket: its task runs (on another CPU:
-  // this CPU runs one task at a time), or the softirq it raised runs inside it (end_call).
-  if (s.in_bh || s.in_recv ||
+  // this CPU runs one task at a time), or the softirq it raised runs inside it (end_call), or
+  // its release_sock, queued for what reached the backlog meanwhile, has not run yet (the
+  // call's tasks may be apart, another context's between them).
+  if (s.in_bh || s.in_recv || s.release_pending ||
       (s.proc->cpu().running_ctx() == s.proc && &ctx.cpu() != &s.proc->cpu() && !s.in_syscall &&
        !s.proc->cpu().leaving_idle())) {
     net.charge(ctx, &skb, {.sym = Sym::kSkAddBacklog});

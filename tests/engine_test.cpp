@@ -225,13 +225,13 @@ TEST_F(CpuFixture, SameLevelWorkIsFifo) {
 // submit_next queues a task's continuations ahead of the work already waiting at their level, in
 // the order the task queued them, and a continuation's own continuation before its sibling's:
 // a NAPI poll that hands on the rest of each frame's way up (tcp_v4_rcv's owner check) delivers
-// the frames in order, as the kernel's poll loop does, one frame's work done before the next's.
+// the frames in order, as the kernel's poll loop does.
 TEST_F(CpuFixture, ContinuationsRunBeforeWaitingWorkInTheOrderQueued) {
   engine.at(0, [&] {
-    cpu.submit(task(soft, "waiting", 1));
     cpu.submit({&soft, [&] {
                   runs.push_back({"poll", engine.now()});
                   charge(soft, 1);
+                  cpu.submit(task(soft, "waiting", 1));  // the next packet's run, say
                   cpu.submit_next({&soft, [&] {
                                      runs.push_back({"frame-1", engine.now()});
                                      charge(soft, 1);
@@ -239,6 +239,8 @@ TEST_F(CpuFixture, ContinuationsRunBeforeWaitingWorkInTheOrderQueued) {
                                    }});
                   cpu.submit_next(task(soft, "frame-2", 1));
                   cpu.submit_next(task(soft, "frame-3", 1));
+                  EXPECT_TRUE(cpu.queued_next(Level::kSoftIrq));
+                  EXPECT_FALSE(cpu.queued_next(Level::kProcess));
                 }});
   });
   engine.run_until(10'000);
@@ -246,10 +248,11 @@ TEST_F(CpuFixture, ContinuationsRunBeforeWaitingWorkInTheOrderQueued) {
   for (const Run& r : runs) {
     order.push_back(r.name);
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"waiting", "poll", "frame-1", "frame-1-more",
-                                             "frame-2", "frame-3"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"poll", "frame-1", "frame-1-more", "frame-2",
+                                             "frame-3", "waiting"}));
   ASSERT_EQ(runs.size(), 6U);
   EXPECT_EQ(runs[5].start, 500);
+  EXPECT_FALSE(cpu.queued_next(Level::kSoftIrq));
 }
 
 TEST_F(CpuFixture, PricedLedgerTimeKeepsTheCpuBusyAndHandOffsAtTheEndFireAtTheEnd) {

@@ -1082,8 +1082,8 @@ TEST(Timeline, AWritersWaitsForSpaceAlternateWithTheAcksThatFreeIt_sk_stream_wri
 // there: the way up from netif_receive_skb and, first in a NET_RX run, the deferred frees
 // (skb_defer_free_flush). Only then is the skb on the receive queue for the reader, so no read()
 // ends before the queue event of what it copied. The model once made the owner check and the
-// queueing at the start of the packet's task: on these scenarios, with offloads off at 1000
-// Mbit/s, the reader then copied segments up to a microsecond before the softirq queued them.
+// queueing at the start of the packet's task: on the first three of these (offloads off at 1000
+// Mbit/s), the reader then copied a segment before the softirq had queued it, 1 to 4 times each.
 TEST(Timeline, NoReadEndsBeforeWhatItCopiedWasQueued_tcp_v4_rcv) {
   for (const char* name : {"direct-off-1000mbps", "direct-tso-off-1000mbps",
                            "direct-csum-off-1000mbps", "forward-on-unlimited"}) {

@@ -146,7 +146,7 @@ do for [fmt in 'svg png'] {
        '' index 2 every ::120::159 using ($1+0.33):6:(sprintf('%+.1f%%', $7)) with labels left notitle
   set title 'throughput (10^6 bit/s) (5 of 6)'
   set xrange [159.4:199.6]
-  set yrange [0.0000:33832.9024]
+  set yrange [0.0000:34278.5473]
   set xtics ('kvm-2core-direct-csum-off-1000mbps' 160, 'kvm-2core-direct-csum-off-unlimited' 161, 'kvm-2core-direct-off-1000mbps' 162, 'kvm-2core-direct-off-unlimited' 163, 'kvm-2core-direct-on-1000mbps' 164, 'kvm-2core-direct-on-unlimited' 165, 'kvm-2core-direct-sg-off-1000mbps' 166, 'kvm-2core-direct-sg-off-unlimited' 167, 'kvm-2core-direct-tso-off-1000mbps' 168, 'kvm-2core-direct-tso-off-unlimited' 169, 'kvm-2core-forward-csum-off-1000mbps' 170, 'kvm-2core-forward-csum-off-unlimited' 171, 'kvm-2core-forward-off-1000mbps' 172, 'kvm-2core-forward-off-unlimited' 173, 'kvm-2core-forward-on-1000mbps' 174, 'kvm-2core-forward-on-unlimited' 175, 'kvm-2core-forward-sg-off-1000mbps' 176, 'kvm-2core-forward-sg-off-unlimited' 177, 'kvm-2core-forward-tso-off-1000mbps' 178, 'kvm-2core-forward-tso-off-unlimited' 179, 'vm-2core-bridge-csum-off-1000mbps' 180, 'vm-2core-bridge-csum-off-unlimited' 181, 'vm-2core-bridge-off-1000mbps' 182, 'vm-2core-bridge-off-unlimited' 183, 'vm-2core-bridge-on-1000mbps' 184, 'vm-2core-bridge-on-unlimited' 185, 'vm-2core-bridge-sg-off-1000mbps' 186, 'vm-2core-bridge-sg-off-unlimited' 187, 'vm-2core-bridge-tso-off-1000mbps' 188, 'vm-2core-bridge-tso-off-unlimited' 189, 'vm-2core-direct-csum-off-1000mbps' 190, 'vm-2core-direct-csum-off-unlimited' 191, 'vm-2core-direct-off-1000mbps' 192, 'vm-2core-direct-off-unlimited' 193, 'vm-2core-direct-on-1000mbps' 194, 'vm-2core-direct-on-unlimited' 195, 'vm-2core-direct-sg-off-1000mbps' 196, 'vm-2core-direct-sg-off-unlimited' 197, 'vm-2core-direct-tso-off-1000mbps' 198, 'vm-2core-direct-tso-off-unlimited' 199)
   plot 'predicted-vs-measured.dat' index 2 every ::160::199 using 1:3:($1-0.3):($1+0.3):4:5 with boxxyerror fs solid 0.3 noborder lc rgb '#2ca02c' title 'measured ± tolerance', \
        '' index 2 every ::160::199 using 1:3:(0.3) with xerrorbars ps 0 lw 2 lc rgb '#000000' title 'measured', \
@@ -154,7 +154,7 @@ do for [fmt in 'svg png'] {
        '' index 2 every ::160::199 using ($1+0.33):6:(sprintf('%+.1f%%', $7)) with labels left notitle
   set title 'throughput (10^6 bit/s) (6 of 6)'
   set xrange [199.4:239.6]
-  set yrange [0.0000:23369.6809]
+  set yrange [0.0000:23382.7880]
   set xtics ('vm-2core-forward-csum-off-1000mbps' 200, 'vm-2core-forward-csum-off-unlimited' 201, 'vm-2core-forward-off-1000mbps' 202, 'vm-2core-forward-off-unlimited' 203, 'vm-2core-forward-on-1000mbps' 204, 'vm-2core-forward-on-unlimited' 205, 'vm-2core-forward-sg-off-1000mbps' 206, 'vm-2core-forward-sg-off-unlimited' 207, 'vm-2core-forward-tso-off-1000mbps' 208, 'vm-2core-forward-tso-off-unlimited' 209, 'thread2007-container-skip-cow' 210, 'thread2007-container' 211, 'thread2007-no-container' 212)
   plot 'predicted-vs-measured.dat' index 2 every ::200::212 using 1:3:($1-0.3):($1+0.3):4:5 with boxxyerror fs solid 0.3 noborder lc rgb '#2ca02c' title 'measured ± tolerance', \
        '' index 2 every ::200::212 using 1:3:(0.3) with xerrorbars ps 0 lw 2 lc rgb '#000000' title 'measured', \
