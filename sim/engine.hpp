@@ -12,8 +12,9 @@
 //
 // The downside: a task's state changes all happen at its start (a reader empties its receive
 // queue at once, the time of copying it passes afterwards); tasks are one call's or one packet's
-// worth of work, and where another CPU must not see a change before the work ahead of it has
-// passed (tcp_v4_rcv's owner check), the rest goes on in a task of its own (Cpu::submit_next).
+// worth of work. Where another CPU must not see a change before the work ahead of it has passed
+// (tcp_v4_rcv's owner check, when the socket's process is on another CPU), the rest goes on in
+// a task of its own (Cpu::submit_next).
 
 #include <cstdint>
 #include <array>
@@ -98,7 +99,7 @@ class Cpu {
   // Queues a task ahead of the others of its level: the running task's own continuation. Those
   // one task queues run in the order it queued them (a NIC's poll hands on each frame's rest).
   void submit_next(Task t);
-  // The running task has queued continuations at `level` (submit_next).
+  // Inside a task's run(): it has queued continuations at `level` (submit_next).
   bool queued_next(Level level) const noexcept {
     return running_ && next_at_[static_cast<std::size_t>(level)] != 0;
   }
