@@ -1572,15 +1572,14 @@ void tcp_v4_rcv(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   // bh_lock_sock and sock_owned_by_user come after the work this task has charged so far (the
   // lookup and checksum just charged; before them, the packet's way up from netif_receive_skb
   // and, first in a NET_RX run, the deferred frees). The model's state changes happen when a
-  // task starts, so the rest, from the owner check on, goes on in a task of its own, queued next
-  // on this CPU (after those of earlier frames of a NIC's poll): the reader on the other CPU sees
-  // the skb, and the softirq sees the reader's
-  // hold on the socket, once that time has passed, not at the start of the packet's work. With
-  // the socket's process on this CPU the check comes out the same either way (nothing of the
-  // process runs meanwhile), and the split, a task per packet, is left out. The rest is then
-  // still done early for observers on another CPU (ACKs from there for the same socket, the
-  // clocks read for timers and timestamps): on the committed sets the validate tables and the
-  // 2007 container's result came out the same with and without the split there.
+  // task starts, so the rest, from the owner check on, goes on in a task queued next on this CPU
+  // (after those of earlier frames of a NIC's poll): the reader on the other CPU sees the skb,
+  // and the softirq sees the reader's hold on the socket, once that time has passed. With the
+  // socket's process on this CPU the check comes out the same either way (nothing of the process
+  // runs meanwhile), so the split, a task per packet, is left out; the rest is then still done
+  // early for observers on another CPU (ACKs from there for the same socket, clocks read for
+  // timers and timestamps), and on the committed sets the validate tables and the 2007
+  // container's result came out the same with and without the split there.
   if (&s.proc->cpu() != &ctx.cpu() && net.engine().task_clock() > net.engine().now()) {
     ctx.cpu().submit_next(
         {&ctx, [&net, &ctx, &s, &skb, verified] { tcp_v4_rcv_owner(net, ctx, s, skb, verified); }});
