@@ -117,8 +117,9 @@ constexpr std::string_view kAbout =
     "a\n"
     "fixed rate, --runs times each. Per run it records throughput, CPU time from /proc/stat (as\n"
     "non-idle time and as the tick-sampled busy fields), service demand in us/KB and TCP segments\n"
-    "sent; then one more, traced run counts per-segment events through bpftrace tracepoints\n"
-    "(when bpftrace is installed and the kernel lets it trace). The runs are interleaved (one of\n"
+    "sent; then two more, traced runs count per-segment events through bpftrace tracepoints\n"
+    "(when bpftrace is installed and the kernel lets it trace): the allocations' stacks in one,\n"
+    "everything else in the other. The runs are interleaved (one of\n"
     "every configuration per pass) unless --order grouped, and each is bracketed by a speed probe\n"
     "(fixed work timed on each CPU): it waits for the machine's normal speed before a run and\n"
     "redoes a run the probe says ran slow (--unsteady-retries).\n"
@@ -510,7 +511,10 @@ struct Session {
   std::vector<std::string> skb_caches;  // slab caches traced (sk_buff, its small head)
   std::string trace_unavailable;        // why not, "" when tracing can be tried
   std::string trace_refused;            // set when bpftrace refused once: not tried again
-  fs::path program;                     // the bpftrace program file
+  fs::path program;                     // the bpftrace program file: all but the allocations
+  fs::path alloc_program;     // the allocation tracepoints' program, empty when there are none
+  std::string alloc_refused;  // why the allocations' run was refused, "" when it was not
+  bool allocations_traced = false;      // an allocation probe is in one of the programs
   std::vector<std::uint32_t> all_cpus;  // 0 .. machine.cpus − 1, for the speed probe
   measure::SpeedYardstick best_speed;   // the fastest the probes have seen the machine
 };
@@ -544,11 +548,10 @@ std::string bpftrace_reason(const Process& p) {
 // (__BPFTRACE_NOTIFY_PROBES_ATTACHED, printed once all probes are attached). A bpftrace without it
 // gets 30 s after "attached_probes", with a warning.
 // `reader`: the iperf3 server's pid, the program's $1 (its wake-up probes follow it).
-Process start_tracer(Session& ss, pid_t reader) {
-  Process bt =
-      Process::start({ss.tools.bpftrace, "-f", "json", ss.program.string(), std::to_string(reader)},
-                     ss.scratch,
-                     {"BPFTRACE_MAP_KEYS_MAX=65536", "__BPFTRACE_NOTIFY_PROBES_ATTACHED=1"});
+Process start_tracer(Session& ss, const fs::path& program, pid_t reader) {
+  Process bt = Process::start(
+      {ss.tools.bpftrace, "-f", "json", program.string(), std::to_string(reader)}, ss.scratch,
+      {"BPFTRACE_MAP_KEYS_MAX=65536", "__BPFTRACE_NOTIFY_PROBES_ATTACHED=1"});
   const auto start = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> announced;
   while (true) {
@@ -620,9 +623,16 @@ double number_at(const nlohmann::json& j, const nlohmann::json::json_pointer& p)
   return j.contains(p) && j.at(p).is_number() ? j.at(p).get<double>() : 0.0;
 }
 
-// `before`: the speed probe taken just before (wait_for_normal_speed's last).
+// A traced run's program, and where its counts go.
+struct Tracing {
+  const fs::path& program;
+  std::optional<measure::TraceCounts>& counts;
+};
+
+// `before`: the speed probe taken just before (wait_for_normal_speed's last); `traced`: the
+// program to trace the run with, none for an untraced run.
 RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::SpeedProbe before,
-                  std::optional<measure::TraceCounts>* traced) {
+                  const Tracing* traced) {
   const Tools& t = ss.tools;
   std::vector<std::string> server = lab.in(Role::kServer);
   server.insert(server.end(), {t.iperf3, "-s", "-1", "-p", kPort, "-J"});
@@ -641,7 +651,7 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   const auto server0 = lab.tcp_counters(Role::kServer);
   std::optional<Process> tracer;
   if (traced != nullptr) {
-    tracer.emplace(start_tracer(ss, srv.pid()));
+    tracer.emplace(start_tracer(ss, traced->program, srv.pid()));
   }
 
   std::vector<std::string> client = lab.in(Role::kClient);
@@ -703,11 +713,11 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
       throw TraceRefused{"bpftrace did not print its maps within 120 s of SIGINT"};
     }
     const std::string out = tracer->out();
-    if (out.find("\"type\": \"map\"") == std::string::npos) {
+    if (!measure::printed_maps(out)) {
       throw TraceRefused{"bpftrace printed no maps: " + bpftrace_reason(*tracer)};
     }
     try {
-      *traced = measure::parse_bpftrace_output(out, ss.syms);
+      traced->counts = measure::parse_bpftrace_output(out, ss.syms);
     } catch (const MeasureError& e) {
       throw TraceRefused{e.what()};
     }
@@ -808,7 +818,7 @@ std::string run_line(const Configuration& cfg, const std::string& which, const R
 
 // Whether a run counts: its speed probes against the best seen (measure_speed.hpp). An unsteady
 // run is set aside in `r.unsteady_runs` while `retries` lasts and redone; after that it counts,
-// marked. Returns true when the run counts. The traced run is judged by its `before` probe only:
+// marked. Returns true when the run counts. A traced run is judged by its `before` probe only:
 // the one after it runs while the kernel is still tearing down bpftrace's programs and perf
 // events, and reads several times slower.
 bool keep_run(Session& ss, ConfigResult& r, RunFigures& f, int& retries, const std::string& which,
@@ -890,6 +900,19 @@ void counted_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
   }
 }
 
+// The allocations' traced run could not be made: says so, and drops their program for the rest of
+// the campaign (with --trace on, fails as a refused main run does).
+void refused_allocations(Session& ss, const std::string& reason) {
+  const std::string why = "allocations' program: " + reason;
+  if (ss.settings.trace == TraceMode::kOn) {
+    throw MeasureError("tracing refused: " + why);
+  }
+  std::cerr << "skbsim measure: tracing refused for the allocations, counting the rest: " << why
+            << "\n";
+  ss.alloc_refused = why;
+  ss.alloc_program.clear();
+}
+
 // The traced run, or why there is none.
 void traced_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
   const Configuration& cfg = r.config;
@@ -909,17 +932,49 @@ void traced_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
     r.trace.reason = ss.trace_refused;
     return;
   }
+  // One traced run with `program`, redone while the machine runs slow and `retries` lasts.
+  const auto traced = [&](const fs::path& program, const std::string& which,
+                          std::optional<measure::TraceCounts>& counts) {
+    const Tracing tracing{.program = program, .counts = counts};
+    RunFigures f = stream(lab, ss, cfg, wait_for_normal_speed(ss, r), &tracing);
+    while (!keep_run(ss, r, f, retries, which, true)) {
+      counts.reset();
+      f = stream(lab, ss, cfg, wait_for_normal_speed(ss, r), &tracing);
+    }
+    return f;
+  };
   try {
     std::optional<measure::TraceCounts> counts;
-    RunFigures f = stream(lab, ss, cfg, wait_for_normal_speed(ss, r), &counts);
-    while (!keep_run(ss, r, f, retries, "traced run", true)) {
-      counts.reset();
-      f = stream(lab, ss, cfg, wait_for_normal_speed(ss, r), &counts);
+    RunFigures f = traced(ss.program, "traced run", counts);
+    std::optional<RunFigures> alloc_run;
+    // In the one program, or in the second run's, or not counted (refused now or before).
+    bool allocations = ss.allocations_traced && ss.alloc_refused.empty();
+    if (!ss.alloc_program.empty()) {
+      // The allocations' stacks in a run of their own (is_allocation_tracepoint), counted per
+      // segment as that run had them. Refused, the first run's counts stand without them, and
+      // later configurations are not traced for them again.
+      try {
+        std::optional<measure::TraceCounts> allocs;
+        RunFigures a = traced(ss.alloc_program, "traced run (allocations)", allocs);
+        measure::merge_allocation_counts(*counts, *allocs, f.client_out_segs, a.client_out_segs);
+        alloc_run = std::move(a);
+      } catch (const TraceRefused& e) {
+        refused_allocations(ss, e.reason);
+        allocations = false;
+      } catch (const MeasureError& e) {  // merge_allocation_counts: a run without segments
+        refused_allocations(ss, e.what());
+        allocations = false;
+      }
+    }
+    counts->allocations_counted = allocations;
+    if (!ss.alloc_refused.empty()) {
+      r.trace.allocations_refused = ss.alloc_refused;
     }
     r.trace.status = "ok";
     r.trace.slab_caches = ss.skb_caches;
     r.trace.slab_merges = measure::skb_cache_merges();
     r.trace.run = std::move(f);
+    r.trace.alloc_run = std::move(alloc_run);
     r.trace.counts = std::move(counts);
   } catch (const TraceRefused& e) {
     if (ss.settings.trace == TraceMode::kOn) {
@@ -960,11 +1015,17 @@ void prepare_tracing(Session& ss) {
     return;
   }
   ss.syms = measure::Kallsyms::load();
-  ss.program = ss.scratch.path() / "skbsim-measure.bt";
   ss.skb_caches = measure::skb_cache_names();
-  std::ofstream(ss.program) << measure::bpftrace_program(
-      ss.tracepoints, kDevicePrefix, ss.skb_caches,
-      measure::profile_ip_register(ss.ctx.machine.arch));
+  const measure::TracePrograms programs =
+      measure::bpftrace_programs(ss.tracepoints, kDevicePrefix, ss.skb_caches,
+                                 measure::profile_ip_register(ss.ctx.machine.arch));
+  ss.allocations_traced = programs.counts_allocations;
+  ss.program = ss.scratch.path() / "skbsim-measure.bt";
+  std::ofstream(ss.program) << programs.main;
+  if (!programs.allocations.empty()) {
+    ss.alloc_program = ss.scratch.path() / "skbsim-measure-allocations.bt";
+    std::ofstream(ss.alloc_program) << programs.allocations;
+  }
 }
 
 // The scenario as `skbsim validate` will read it: "" when accepted, else the reader's line.

@@ -303,16 +303,20 @@ bool xmit_toward_client(const NetPlan& plan, const PlanDevice& d) {
 ojson per_segment_json(const TraceCounts& c, std::int64_t segments, const NetPlan& plan,
                        const std::string& source, std::optional<double> untraced_acks) {
   ojson counters;
-  counters["pskb_expand_head_calls"] = rounded(ratio(c.expand_head_allocs, segments), 5);
-  counters["pskb_expand_head_alloc_bytes_per_call"] =
-      rounded(per(c.expand_head_bytes, c.expand_head_allocs), 1);
-  counters["skb_segment_outputs"] = rounded(ratio(c.segment_outputs, segments), 5);
+  if (c.allocations_counted) {
+    counters["pskb_expand_head_calls"] = rounded(ratio(c.expand_head_allocs, segments), 5);
+    counters["pskb_expand_head_alloc_bytes_per_call"] =
+        rounded(per(c.expand_head_bytes, c.expand_head_allocs), 1);
+    counters["skb_segment_outputs"] = rounded(ratio(c.segment_outputs, segments), 5);
+  }
   counters["consume_skb_calls"] = rounded(ratio(c.consume_skb, segments), 5);
   counters["kfree_skb_calls"] = rounded(ratio(c.kfree_skb, segments), 5);
   counters["skb_copy_datagram_iovec_calls"] = rounded(ratio(c.copy_datagram_iovec, segments), 5);
   counters["skb_copy_datagram_iovec_bytes"] =
       rounded(ratio(c.copy_datagram_iovec_bytes, segments), 1);
-  counters["sk_buff_allocs"] = rounded(ratio(c.sk_buff_allocs, segments), 5);
+  if (c.allocations_counted) {
+    counters["sk_buff_allocs"] = rounded(ratio(c.sk_buff_allocs, segments), 5);
+  }
   // In a TCP stream the server's veth end carries nothing but the receiver's ACKs.
   std::optional<double> traced_acks;
   for (const PlanDevice& d : plan.devices) {
@@ -798,6 +802,9 @@ ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
   if (!t.missing_tracepoints.empty()) {
     tr["missing_tracepoints"] = t.missing_tracepoints;
   }
+  if (!t.allocations_refused.empty()) {
+    tr["allocations_refused"] = t.allocations_refused;
+  }
   if (!t.slab_caches.empty()) {
     tr["slab_caches_traced"] = t.slab_caches;
   }
@@ -810,6 +817,10 @@ ojson trace_json(const TraceOutcome& t, const NetPlan& plan) {
   }
   if (t.run) {
     tr["run"] = run_json(*t.run);
+  }
+  if (t.alloc_run) {
+    // The allocations' counts come from this run, scaled to "run"'s segments.
+    tr["allocations_run"] = run_json(*t.alloc_run);
   }
   if (!t.counts || !t.run) {
     return tr;
@@ -1313,7 +1324,12 @@ std::string trace_summary(const ConfigResult& r) {
   const NetPlan plan = plan_for(r.config.topology);
   std::ostringstream s;
   s << "  " << r.config.name() << ", traced run: " << segs << " segments, "
-    << fixed(r.trace.run->throughput_mbps, 1) << " Mbit/s; per segment:\n";
+    << fixed(r.trace.run->throughput_mbps, 1) << " Mbit/s";
+  if (r.trace.alloc_run) {
+    s << " (allocations: " << r.trace.alloc_run->client_out_segs << " segments, "
+      << fixed(r.trace.alloc_run->throughput_mbps, 1) << " Mbit/s)";
+  }
+  s << "; per segment:\n";
   for (const PlanDevice& d : plan.devices) {
     const auto it = c.devices.find(d.ifname);
     const DeviceCounts dc = it == c.devices.end() ? DeviceCounts{} : it->second;
@@ -1330,9 +1346,12 @@ std::string trace_summary(const ConfigResult& r) {
                0)
       << " B; rx " << fixed(ratio(dc.rx_skbs, segs), 4) << " skbs\n";
   }
-  s << "    pskb_expand_head " << fixed(ratio(c.expand_head_allocs, segs), 4)
-    << ", skb_segment outputs " << fixed(ratio(c.segment_outputs, segs), 4)
-    << ", skb_copy_datagram_iovec " << fixed(ratio(c.copy_datagram_iovec, segs), 4) << " ("
+  s << "    ";
+  if (c.allocations_counted) {
+    s << "pskb_expand_head " << fixed(ratio(c.expand_head_allocs, segs), 4)
+      << ", skb_segment outputs " << fixed(ratio(c.segment_outputs, segs), 4) << ", ";
+  }
+  s << "skb_copy_datagram_iovec " << fixed(ratio(c.copy_datagram_iovec, segs), 4) << " ("
     << fixed(ratio(c.copy_datagram_iovec_bytes, segs), 0) << " B)"
     << ", consume_skb " << fixed(ratio(c.consume_skb, segs), 4) << ", kfree_skb "
     << fixed(ratio(c.kfree_skb, segs), 4) << "\n";

@@ -75,6 +75,13 @@ struct TraceOutcome {
   std::vector<std::string> slab_caches;  // the kmem_cache names traced (skb_cache_names())
   std::map<std::string, std::vector<std::string>> slab_merges;  // skb_cache_merges()
   std::optional<RunFigures> run;  // the traced run's own figures (not in the medians)
+  // The second traced run's, which traced only the allocations (is_allocation_tracepoint): their
+  // counts in `counts` are scaled to `run`'s segments (merge_allocation_counts). Empty when no
+  // allocation tracepoint was present.
+  std::optional<RunFigures> alloc_run;
+  // Why there is no allocations' run although the main one traced ("" when nothing was refused):
+  // its counts (pskb_expand_head, skb_segment's outputs, sk_buff allocations) are then absent.
+  std::string allocations_refused;
   std::optional<TraceCounts> counts;
 };
 

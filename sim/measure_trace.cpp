@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -161,6 +162,10 @@ bool Tracefs::has(const std::string& tracepoint) const {
   return fs::exists(root_ / "events" / tracepoint.substr(0, c) / tracepoint.substr(c + 1));
 }
 
+bool is_allocation_tracepoint(const std::string& tracepoint) {
+  return tracepoint.rfind("kmem:", 0) == 0;
+}
+
 const std::vector<std::string>& wanted_tracepoints() {
   static const std::vector<std::string> wanted = {
       "net:net_dev_start_xmit",      "net:netif_rx_entry", "skb:consume_skb",       "skb:kfree_skb",
@@ -303,6 +308,31 @@ std::string bpftrace_program(const std::vector<std::string>& present,
          "}\n";
   }
   return p;
+}
+
+TracePrograms bpftrace_programs(const std::vector<std::string>& present,
+                                const std::string& device_prefix,
+                                const std::vector<std::string>& skb_caches,
+                                const std::string& ip_register) {
+  std::vector<std::string> events;
+  std::vector<std::string> allocations;
+  for (const std::string& tp : present) {
+    (is_allocation_tracepoint(tp) ? allocations : events).push_back(tp);
+  }
+  // Decided on the probes written, not on the names: a part may write none.
+  const auto has_probe = [](const std::string& program) {
+    return program.find("\ntracepoint:") != std::string::npos ||
+           program.find("\nprofile:") != std::string::npos;
+  };
+  std::string main = bpftrace_program(events, device_prefix, skb_caches, ip_register);
+  std::string allocs = bpftrace_program(allocations, device_prefix, skb_caches, "");
+  const bool counts_allocations = has_probe(allocs);
+  if (!has_probe(main) || !counts_allocations) {
+    return {.main = bpftrace_program(present, device_prefix, skb_caches, ip_register),
+            .allocations = "",
+            .counts_allocations = counts_allocations};
+  }
+  return {.main = std::move(main), .allocations = std::move(allocs), .counts_allocations = true};
 }
 
 namespace {
@@ -701,6 +731,39 @@ TraceCounts parse_bpftrace_output(const std::string& text, const Kallsyms& syms)
     }
   }
   return reader.finish();
+}
+
+bool printed_maps(const std::string& text) {
+  return text.find("\"type\": \"map\"") != std::string::npos ||
+         text.find("\"type\": \"stats\"") != std::string::npos;
+}
+
+void merge_allocation_counts(TraceCounts& events, const TraceCounts& allocations,
+                             std::int64_t events_segments, std::int64_t allocation_segments) {
+  if (events_segments <= 0 || allocation_segments <= 0) {
+    throw MeasureError("traced runs: expected segments in both, got " +
+                       std::to_string(events_segments) + " and " +
+                       std::to_string(allocation_segments));
+  }
+  const double scale =
+      static_cast<double>(events_segments) / static_cast<double>(allocation_segments);
+  const auto scaled = [scale](std::uint64_t n) {
+    return static_cast<std::uint64_t>(std::llround(static_cast<double>(n) * scale));
+  };
+  events.expand_head_allocs = scaled(allocations.expand_head_allocs);
+  events.expand_head_bytes = scaled(allocations.expand_head_bytes);
+  events.sk_buff_allocs = scaled(allocations.sk_buff_allocs);
+  events.segment_outputs = scaled(allocations.segment_outputs);
+  events.slab_cache_allocs.clear();
+  for (const auto& [cache, n] : allocations.slab_cache_allocs) {
+    events.slab_cache_allocs[cache] = scaled(n);
+  }
+  events.alloc_sites.clear();
+  for (const AllocSite& a : allocations.alloc_sites) {
+    events.alloc_sites.push_back(
+        {.site = a.site, .cache = a.cache, .count = scaled(a.count), .bytes = scaled(a.bytes)});
+  }
+  events.distinct_stacks = allocations.distinct_stacks;
 }
 
 }  // namespace skbsim::sim::measure

@@ -82,6 +82,27 @@ std::string bpftrace_program(const std::vector<std::string>& present,
                              const std::vector<std::string>& skb_caches,
                              const std::string& ip_register);
 
+// The tracepoints whose probes take a kernel stack on every allocation (kmem:kmalloc,
+// kmem:kmem_cache_alloc): the dearest ones. skbsim measure traces them in a run of their own,
+// apart from the others, because with all of them attached at once a fixed-rate stream can fall
+// short of its rate (forward with offloads off at 1000 Mbit/s on the project's KVM guest: 768
+// Mbit/s traced in one run, 999.9 and 999.8 in two; docs/measure.md, "Two traced runs").
+bool is_allocation_tracepoint(const std::string& tracepoint);
+
+// The two traced runs' programs over `present`, arguments as bpftrace_program's: `main` with all
+// but the allocation tracepoints (and the profile probe), `allocations` with those alone; one
+// program, in `main`, when either part would have no probe (kmem:kmem_cache_alloc has none
+// without `skb_caches`; the sched probes need all three).
+struct TracePrograms {
+  std::string main;
+  std::string allocations;          // "" when there is no second run
+  bool counts_allocations = false;  // whether any allocation probe is in either program
+};
+TracePrograms bpftrace_programs(const std::vector<std::string>& present,
+                                const std::string& device_prefix,
+                                const std::vector<std::string>& skb_caches,
+                                const std::string& ip_register);
+
 // Kernel text symbols from /proc/kallsyms, to name the call sites bpftrace reports as addresses.
 class Kallsyms {
  public:
@@ -146,6 +167,10 @@ struct TraceCounts {
   std::uint64_t segment_outputs = 0;
   std::map<std::string, std::uint64_t> slab_cache_allocs;
   std::vector<AllocSite> alloc_sites;  // sorted, most first
+  // Whether the allocation fields above were counted at all: false when no allocation probe ran
+  // (their tracepoints missing, or the allocations' traced run refused), so that they are left
+  // out rather than written as zeros.
+  bool allocations_counted = true;
   std::size_t distinct_stacks = 0;
   ProfileSamples profile;  // empty when the program had no profile probe
   // The reader's remote wake-ups, sched_waking -> sched_wakeup and -> running in ns, by how long
@@ -186,6 +211,18 @@ void for_each_wake_bucket(const TraceCounts& c, F fn) {
 // the function name (ksym()), so one function can appear several times; they are summed. Throws
 // MeasureError on a line that is not JSON.
 TraceCounts parse_bpftrace_output(const std::string& text, const Kallsyms& syms);
+
+// Whether `bpftrace -f json` output holds any map: "map" lines, or "stats" lines alone (the
+// allocations' program keeps only stats()).
+bool printed_maps(const std::string& text);
+
+// The allocation run's counts (its sk_buff and pskb_expand_head allocations, skb_segment's
+// outputs, slab caches and sites), moved into `events`, the other traced run's counts, as that
+// run's segments would have had them: each scaled by events_segments / allocation_segments and
+// rounded, so that a count per segment stays the allocation run's own. Throws MeasureError
+// unless both runs sent segments.
+void merge_allocation_counts(TraceCounts& events, const TraceCounts& allocations,
+                             std::int64_t events_segments, std::int64_t allocation_segments);
 
 // "__alloc_skb+377" -> "__alloc_skb".
 std::string frame_function(const std::string& frame);
