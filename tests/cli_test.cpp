@@ -477,7 +477,8 @@ TEST(ValidateCommand, AckRowCountsTheRunsThatPrunedTheReceiveQueue_tcp_clamp_win
 // TCPAutoCorking beside the untraced runs' (tcp_should_autocork: a sender behind its rate can cork
 // a write's tail and the next write fills it, so fewer clones reach skb_cow). The committed
 // forward-off-1000mbps of kvm-2core-v1252 is such a run (851 of 1000 Mbit/s); its direct-off one
-// held the rate.
+// held the rate. A set measured since 2026-12-07 counts the allocations in a traced run of their
+// own (MeasureTrace.AllocationStacksAreTracedInARunOfTheirOwn): that run is the one judged.
 TEST(ValidateCommand, NotesATracedRunThatFellBehindItsRate_tcp_should_autocork) {
   const fs::path set = kSource / "scenarios/measured/kvm-2core-v1252";
   const auto measurement =
@@ -505,12 +506,28 @@ TEST(ValidateCommand, NotesATracedRunThatFellBehindItsRate_tcp_should_autocork) 
   std::ofstream(set / "measurements" / bare.filename())
       << R"({"configuration": {"rate_mbps": 1000}, "trace": {"run": {"throughput_mbps": 700}},
             "runs": [{"tcp": "none"}]})";
+  // Measured since 2026-12-07: the allocations in a traced run of their own, which is the one
+  // that counted pskb_expand_head; the other traced run's rate does not matter to that row.
+  const fs::path split_behind = set / "zz-split-behind.json.tmp";
+  const fs::path split_held = set / "zz-split-held.json.tmp";
+  std::ofstream(split_behind) << slurp(set / "forward-off-1000mbps.json");
+  std::ofstream(split_held) << slurp(set / "forward-off-1000mbps.json");
+  std::ofstream(set / "measurements" / split_behind.filename())
+      << R"({"configuration": {"rate_mbps": 1000}, "trace": {"run": {"throughput_mbps": 999},
+            "allocations_run": {"throughput_mbps": 800}}})";
+  std::ofstream(set / "measurements" / split_held.filename())
+      << R"({"configuration": {"rate_mbps": 1000}, "trace": {"run": {"throughput_mbps": 700},
+            "allocations_run": {"throughput_mbps": 990}}})";
   const auto runs = run_batch(SKBSIM_BINARY, kSource,
                               {{"validate", "--json", (set / "forward-off-1000mbps.json").string()},
                                {"validate", "--json", (set / "direct-off-1000mbps.json").string()},
-                               {"validate", "--json", bare.string()}});
-  fs::remove(bare);
-  fs::remove(set / "measurements" / bare.filename());
+                               {"validate", "--json", bare.string()},
+                               {"validate", "--json", split_behind.string()},
+                               {"validate", "--json", split_held.string()}});
+  for (const fs::path& p : {bare, split_behind, split_held}) {
+    fs::remove(p);
+    fs::remove(set / "measurements" / p.filename());
+  }
   const auto notes = [](const Invocation& r) {
     EXPECT_NE(r.exit_code, 2) << r.err;
     std::map<std::string, std::string> by_figure;
@@ -528,6 +545,9 @@ TEST(ValidateCommand, NotesATracedRunThatFellBehindItsRate_tcp_should_autocork) 
   EXPECT_FALSE(notes(runs[1]).contains("per segment pskb_expand_head_calls"));
   EXPECT_EQ(notes(runs[2]).at("per segment pskb_expand_head_calls"),
             "traced run at 700 of 1000 Mbit/s");
+  EXPECT_EQ(notes(runs[3]).at("per segment pskb_expand_head_calls"),
+            "allocations' traced run at 800 of 1000 Mbit/s");
+  EXPECT_FALSE(notes(runs[4]).contains("per segment pskb_expand_head_calls"));
 }
 
 // A device's bytes per skb are an average over its skbs: where neither the kernel nor the model
