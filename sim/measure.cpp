@@ -953,16 +953,21 @@ void traced_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
       // The allocations' stacks in a run of their own (is_allocation_tracepoint), counted per
       // segment as that run had them. Refused, the first run's counts stand without them, and
       // later configurations are not traced for them again.
+      std::string refused;
       try {
         std::optional<measure::TraceCounts> allocs;
         RunFigures a = traced(ss.alloc_program, "traced run (allocations)", allocs);
-        measure::merge_allocation_counts(*counts, *allocs, f.client_out_segs, a.client_out_segs);
-        alloc_run = std::move(a);
+        try {
+          measure::merge_allocation_counts(*counts, *allocs, f.client_out_segs, a.client_out_segs);
+          alloc_run = std::move(a);
+        } catch (const MeasureError& e) {  // a run without segments counted
+          refused = e.what();
+        }
       } catch (const TraceRefused& e) {
-        refused_allocations(ss, e.reason);
-        allocations = false;
-      } catch (const MeasureError& e) {  // merge_allocation_counts: a run without segments
-        refused_allocations(ss, e.what());
+        refused = e.reason;
+      }
+      if (!refused.empty()) {
+        refused_allocations(ss, refused);
         allocations = false;
       }
     }
