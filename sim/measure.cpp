@@ -913,9 +913,44 @@ void refused_allocations(Session& ss, const std::string& reason) {
   ss.alloc_program.clear();
 }
 
+// One traced run with `program`, redone while the machine runs slow and `retries` lasts.
+RunFigures traced_stream(Lab& lab, Session& ss, ConfigResult& r, int& retries,
+                         const fs::path& program, const std::string& which,
+                         std::optional<measure::TraceCounts>& counts) {
+  const Tracing tracing{.program = program, .counts = counts};
+  RunFigures f = stream(lab, ss, r.config, wait_for_normal_speed(ss, r), &tracing);
+  while (!keep_run(ss, r, f, retries, which, true)) {
+    counts.reset();
+    f = stream(lab, ss, r.config, wait_for_normal_speed(ss, r), &tracing);
+  }
+  return f;
+}
+
+// The allocations' stacks in a traced run of their own (is_allocation_tracepoint), merged into
+// `counts`, the other run's of `segments` segments, as counted per segment in that run. Refused,
+// `counts` stands without them, and later configurations are not traced for them again.
+std::optional<RunFigures> allocations_run(Lab& lab, Session& ss, ConfigResult& r, int& retries,
+                                          measure::TraceCounts& counts, std::int64_t segments) {
+  std::string refused;
+  try {
+    std::optional<measure::TraceCounts> allocs;
+    RunFigures a =
+        traced_stream(lab, ss, r, retries, ss.alloc_program, "traced run (allocations)", allocs);
+    try {
+      measure::merge_allocation_counts(counts, *allocs, segments, a.client_out_segs);
+      return a;
+    } catch (const MeasureError& e) {  // a run without segments counted
+      refused = e.what();
+    }
+  } catch (const TraceRefused& e) {
+    refused = e.reason;
+  }
+  refused_allocations(ss, refused);
+  return std::nullopt;
+}
+
 // The traced run, or why there is none.
 void traced_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
-  const Configuration& cfg = r.config;
   r.trace.missing_tracepoints = ss.missing_tracepoints;
   if (ss.settings.trace == TraceMode::kOff) {
     r.trace.status = "off";
@@ -932,46 +967,16 @@ void traced_run(Lab& lab, Session& ss, ConfigResult& r, int& retries) {
     r.trace.reason = ss.trace_refused;
     return;
   }
-  // One traced run with `program`, redone while the machine runs slow and `retries` lasts.
-  const auto traced = [&](const fs::path& program, const std::string& which,
-                          std::optional<measure::TraceCounts>& counts) {
-    const Tracing tracing{.program = program, .counts = counts};
-    RunFigures f = stream(lab, ss, cfg, wait_for_normal_speed(ss, r), &tracing);
-    while (!keep_run(ss, r, f, retries, which, true)) {
-      counts.reset();
-      f = stream(lab, ss, cfg, wait_for_normal_speed(ss, r), &tracing);
-    }
-    return f;
-  };
   try {
     std::optional<measure::TraceCounts> counts;
-    RunFigures f = traced(ss.program, "traced run", counts);
+    RunFigures f = traced_stream(lab, ss, r, retries, ss.program, "traced run", counts);
     std::optional<RunFigures> alloc_run;
-    // In the one program, or in the second run's, or not counted (refused now or before).
-    bool allocations = ss.allocations_traced && ss.alloc_refused.empty();
     if (!ss.alloc_program.empty()) {
-      // The allocations' stacks in a run of their own (is_allocation_tracepoint), counted per
-      // segment as that run had them. Refused, the first run's counts stand without them, and
-      // later configurations are not traced for them again.
-      std::string refused;
-      try {
-        std::optional<measure::TraceCounts> allocs;
-        RunFigures a = traced(ss.alloc_program, "traced run (allocations)", allocs);
-        try {
-          measure::merge_allocation_counts(*counts, *allocs, f.client_out_segs, a.client_out_segs);
-          alloc_run = std::move(a);
-        } catch (const MeasureError& e) {  // a run without segments counted
-          refused = e.what();
-        }
-      } catch (const TraceRefused& e) {
-        refused = e.reason;
-      }
-      if (!refused.empty()) {
-        refused_allocations(ss, refused);
-        allocations = false;
-      }
+      alloc_run = allocations_run(lab, ss, r, retries, *counts, f.client_out_segs);
     }
-    counts->allocations_counted = allocations;
+    // In the one program or in the second run's; not when refused, now or for an earlier
+    // configuration.
+    counts->allocations_counted = ss.allocations_traced && ss.alloc_refused.empty();
     if (!ss.alloc_refused.empty()) {
       r.trace.allocations_refused = ss.alloc_refused;
     }
