@@ -206,6 +206,11 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
                            {"second_to_third", w.second_third.n},
                            {"resumed_to_full", w.resume_full.n},
                            {"resumed_to_tail", w.resume_tail.n}}}};
+    // Skbs merged into another per data segment, as the kernel's TcpExt TCPRcvCoalesce and
+    // TCPBacklogCoalesce count them (CoalesceStats).
+    out["tcp_coalesce"] = {{"receive_queue", per_segment(r.coalesced.receive_queue)},
+                           {"backlog_data", per_segment(r.coalesced.backlog_data)},
+                           {"backlog_acks", per_segment(r.coalesced.backlog_acks)}};
     // Timers queued on the wheel per data segment, as scripts/tcp-timers.sh counts the kernel's
     // timer_start events.
     out["tcp_timer_starts"] = {{"retransmit", per_segment(r.xmit_timer_starts)},

@@ -375,6 +375,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
     std::array<std::uint64_t, kAckPathCount> acks_by_path{};
     ReaderStats reader;
     WriterStats writer;
+    CoalesceStats coalesced;
     std::uint64_t xmit_timer_starts = 0;
     std::uint64_t delack_timer_starts = 0;
   };
@@ -392,6 +393,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
           }
           c.reader += t->stats.reader;
           c.writer += t->stats.writer;
+          c.coalesced += t->stats.coalesced;
           c.xmit_timer_starts += t->stats.xmit_timer_starts;
           c.delack_timer_starts += t->stats.delack_timer_starts;
         }
@@ -441,6 +443,7 @@ RunResult run_scenario(const ScenarioSpec& spec) {
   }
   r.reader = c1.reader - c0.reader;
   r.writer = c1.writer - c0.writer;
+  r.coalesced = c1.coalesced - c0.coalesced;
   r.xmit_timer_starts = c1.xmit_timer_starts - c0.xmit_timer_starts;
   r.delack_timer_starts = c1.delack_timer_starts - c0.delack_timer_starts;
   r.throughput_mbps = static_cast<double>(r.bytes_received) * 8.0 / spec.duration_s / 1e6;

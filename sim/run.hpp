@@ -159,6 +159,7 @@ struct RunResult {
   std::array<std::uint64_t, kAckPathCount> acks_by_path{};  // TCP's ACKs in the window, by path
   ReaderStats reader;  // TCP: the receiving applications' calls in the window
   WriterStats writer;  // TCP: the sending applications' transmits, timed, in the window
+  CoalesceStats coalesced;                // TCP: skbs merged into a queue's tail in the window
   std::uint64_t xmit_timer_starts = 0;    // TCP: retransmission timers queued in the window
   std::uint64_t delack_timer_starts = 0;  // TCP: delayed-ACK timers queued in the window
   std::vector<HostResult> hosts;

@@ -906,6 +906,7 @@ bool tcp_try_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
     return false;
   }
   s.sk.rmem_alloc += static_cast<std::int64_t>(delta);
+  ++s.stats.coalesced.receive_queue;
   t.end_seq = m.end_seq;
   t.ack = m.ack;
   t.flags |= m.flags;
@@ -1528,6 +1529,7 @@ bool backlog_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
   }
   if (pure_ack(t) && pure_ack(m)) {
     net.charge(ctx, &skb, {.sym = Sym::kSkbTryCoalesce});
+    ++s.stats.coalesced.backlog_acks;
   } else {
     OpCtx o = net.op(ctx);
     const std::uint32_t tail_gso_size =
@@ -1542,6 +1544,7 @@ bool backlog_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {
       return false;
     }
     t.end_seq = m.end_seq;
+    ++s.stats.coalesced.backlog_data;
     net.hop(ctx, skb, "tcp_add_backlog: into skb ", std::to_string(tail.id()));
     ops::set_gso(tail, std::max(gso_size, tail_gso_size),
                  std::min<std::uint32_t>(gso_segs + tail_gso_segs, 0xFFFF), tail.shinfo().gso_type);

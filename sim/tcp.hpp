@@ -96,6 +96,29 @@ struct ReaderStats {
   }
 };
 
+// Skbs merged into another instead of queued, as the kernel's TcpExt counts them (nstat in
+// skbsim measure's untraced runs): into the receive queue's tail (tcp_try_coalesce, in
+// tcp_queue_rcv: TCPRcvCoalesce), and into the socket backlog's tail while the application held
+// the socket (tcp_add_backlog: TCPBacklogCoalesce), split by what was merged: data, or pure ACKs.
+// In a stream the data skbs are the receiver's and the pure ACKs the sender's, which is how the
+// kernel's counters split by namespace.
+struct CoalesceStats {
+  std::uint64_t receive_queue = 0;
+  std::uint64_t backlog_data = 0;
+  std::uint64_t backlog_acks = 0;
+
+  CoalesceStats& operator+=(const CoalesceStats& o) noexcept {
+    receive_queue += o.receive_queue;
+    backlog_data += o.backlog_data;
+    backlog_acks += o.backlog_acks;
+    return *this;
+  }
+  CoalesceStats operator-(const CoalesceStats& o) const noexcept {
+    return {receive_queue - o.receive_queue, backlog_data - o.backlog_data,
+            backlog_acks - o.backlog_acks};
+  }
+};
+
 // A sum of intervals and how many: a mean's parts.
 struct TimedSum {
   std::int64_t ps = 0;
@@ -148,6 +171,7 @@ struct TcpStats {
   std::array<std::uint64_t, kAckPathCount> acks_by_path{};  // tcp_send_ack's, by AckPath
   ReaderStats reader;
   WriterStats writer;
+  CoalesceStats coalesced;
   // Timers queued on the timer wheel (the kernel's timer:timer_start): the retransmission timer
   // (6.x: and loss probe), the delayed-ACK timer. scripts/tcp-timers.sh counts the kernel's.
   std::uint64_t xmit_timer_starts = 0;

@@ -914,6 +914,47 @@ TEST(TcpRecvmsg, TheReaderStatsCountEveryCallOnce) {
               0.1);
 }
 
+// 6.x skb_try_coalesce: `if (skb_cloned(to)) return false`. With the defaults through a veth the
+// receiver's skbs are clones of what the sender keeps for retransmission, so none is merged into
+// the receive queue's tail or the backlog's; ip_forward's skb_cow gives each a head of its own,
+// which can take the next one's frags. With TSO off, skb_segment's outputs share pages, not heads:
+// they merge directly; with every offload off each is linear in a kmalloc'd head and never
+// merges. The sender merges pure ACKs into its backlog's tail (tcp_add_backlog) either way. The
+// run JSON's tcp_coalesce has the counts per segment, as the kernel's TcpExt TCPRcvCoalesce and
+// TCPBacklogCoalesce count them.
+TEST(TcpCoalesce, OnlySkbsNoCloneSharesAreMerged_skb_try_coalesce) {
+  struct Case {
+    const char* name;
+    bool data_merged;
+  };
+  for (const Case c : {Case{"direct-on-1000mbps", false}, Case{"forward-on-1000mbps", true},
+                       Case{"direct-tso-off-1000mbps", true}, Case{"direct-off-1000mbps", false}}) {
+    SCOPED_TRACE(c.name);
+    const Scenario sc = measured_vm_scenario(c.name, 0.03, 0.01);
+    const RunResult r = run_scenario(sc.spec);
+    ASSERT_GT(r.segments, 1000U);
+    const CoalesceStats& m = r.coalesced;
+    if (c.data_merged) {
+      EXPECT_GT(m.receive_queue + m.backlog_data, r.segments / 200);
+    } else {
+      EXPECT_EQ(m.receive_queue, 0U);
+      EXPECT_EQ(m.backlog_data, 0U);
+    }
+    // every merge went through skb_try_coalesce (a pure ACK's is charged to it too)
+    EXPECT_LE(m.receive_queue + m.backlog_data + m.backlog_acks,
+              cell(r.hosts.front(), Sym::kSkbTryCoalesce).calls);
+    const nlohmann::ordered_json j = result_json(sc, r, false);
+    const auto& t = j.at("tcp_coalesce");
+    const double segs = static_cast<double>(r.segments);
+    EXPECT_NEAR(t.at("receive_queue").get<double>(), static_cast<double>(m.receive_queue) / segs,
+                1e-5);
+    EXPECT_NEAR(t.at("backlog_data").get<double>(), static_cast<double>(m.backlog_data) / segs,
+                1e-5);
+    EXPECT_NEAR(t.at("backlog_acks").get<double>(), static_cast<double>(m.backlog_acks) / segs,
+                1e-5);
+  }
+}
+
 // A short read copied one MSS or less. With reads of at most one MSS (writes of one MSS, and of
 // one MSS less 400 bytes) every read is short; with writes of three MSS, which the defaults send
 // as one GSO skb each, hardly any is, and the bytes copied sit between what the two kinds can
