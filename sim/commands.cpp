@@ -424,6 +424,71 @@ std::optional<std::string> traced_run_behind(const nlohmann::json& m) {
   return note;
 }
 
+// The skbs merged into a queue's tail per segment (tcp_try_coalesce: TCPRcvCoalesce;
+// tcp_add_backlog: TCPBacklogCoalesce), the kernel's from the untraced runs' TcpExt (the
+// measurement's summary.tcpext, per client segment, over the runs that recorded it), the model's
+// from its sockets (CoalesceStats). In a stream the server merges the data and the client the
+// pure ACKs. Whether an skb is merged says where the reader was when it arrived: into the receive
+// queue only behind an unread tail the socket's owner left (the reader was not in recvmsg), into
+// the backlog only while it was; and only an skb no clone shares (skb_try_coalesce: `if
+// (skb_cloned(to)) return false`), so with the defaults only where ip_forward's skb_cow copied.
+struct CoalesceCounter {
+  const char* side;     // the namespace: "server" or "client"
+  const char* counter;  // its TcpExt counter
+  std::uint64_t CoalesceStats::*model;
+};
+constexpr std::array<CoalesceCounter, 3> kCoalesceCounters = {{
+    {"server", "TCPRcvCoalesce", &CoalesceStats::receive_queue},
+    {"server", "TCPBacklogCoalesce", &CoalesceStats::backlog_data},
+    {"client", "TCPBacklogCoalesce", &CoalesceStats::backlog_acks},
+}};
+
+void coalesce_checks(const Scenario& sc, const RunResult& r, const nlohmann::json& m,
+                     double tolerance_pct, std::vector<Check>& checks) {
+  if (r.type != TrafficType::kTcpStream) {
+    return;
+  }
+  const double segs = static_cast<double>(r.segments);
+  for (const CoalesceCounter& c : kCoalesceCounters) {
+    const std::string at = std::string("/summary/tcpext/") + c.side + "/per_segment/" + c.counter;
+    const auto median = number_at(m, nlohmann::json::json_pointer(at + "/median"));
+    const auto lo = number_at(m, nlohmann::json::json_pointer(at + "/min"));
+    const auto hi = number_at(m, nlohmann::json::json_pointer(at + "/max"));
+    if (!median || !lo || !hi) {
+      continue;  // a set measured before the counter was recorded
+    }
+    const double predicted = static_cast<double>(r.coalesced.*c.model) / segs;
+    if (*hi < 0.0005 && predicted < 0.0005) {
+      continue;  // neither merges: the row would say nothing
+    }
+    checks.push_back(count_check(sc.name, std::string("per segment ") + c.side + " " + c.counter,
+                                 *median, predicted, tolerance_pct, *median >= 0.01, 4));
+    checks.back().note = "kernel runs " + fixed(*lo, 4) + ".." + fixed(*hi, 4);
+  }
+}
+
+// The traced run's own receive-queue merges against the untraced runs': the probes slow the
+// softirq and the reader unequally, and an skb merged into the receive queue's tail is read and
+// freed with it, so a traced run that merged fewer counts more skb_copy_datagram_iovec and
+// consume_skb calls than the untraced runs made. Said beside those two rows when the two differ
+// by more than a tenth (and by at least one skb in a thousand segments).
+std::optional<std::string> traced_run_merges(const nlohmann::json& m) {
+  static const nlohmann::json::json_pointer kRun("/trace/run");
+  static const nlohmann::json::json_pointer kUntraced(
+      "/summary/tcpext/server/per_segment/TCPRcvCoalesce/median");
+  if (!m.contains(kRun) || !m.at(kRun).is_object()) {
+    return std::nullopt;
+  }
+  const auto traced = per_client_segment(m.at(kRun), "/server_tcpext/TCPRcvCoalesce");
+  const auto untraced = number_at(m, kUntraced);
+  if (!traced || !untraced || std::abs(*traced - *untraced) < 0.001 ||
+      std::abs(*traced - *untraced) <= 0.1 * *untraced) {
+    return std::nullopt;
+  }
+  return "traced run merged " + fixed(*traced, 4) +
+         " a segment into the receive queue (TCPRcvCoalesce), untraced runs " + fixed(*untraced, 4);
+}
+
 void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Check>& checks) {
   const Reference& ref = *sc.reference;
   const HostResult* h = local_host(sc, r);
@@ -453,6 +518,7 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
   const double segs = static_cast<double>(r.segments);
   const auto measurement = measurement_file(sc);
   const auto behind = measurement ? traced_run_behind(*measurement) : std::nullopt;
+  const auto merges = measurement ? traced_run_merges(*measurement) : std::nullopt;
   for (const ModelCount& model : kModelName) {
     const std::string key = model.key;
     auto it = ps.counters.find(key);
@@ -479,6 +545,12 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
     if (key == "pskb_expand_head_calls" && behind) {
       checks.back().note = *behind;
     }
+    if ((key == "consume_skb_calls" || key == "skb_copy_datagram_iovec_calls") && merges) {
+      checks.back().note = *merges;
+    }
+  }
+  if (measurement) {
+    coalesce_checks(sc, r, *measurement, ps.tolerance_pct, checks);
   }
   // Per device: the skbs crossing it per segment, by ip_summed, GSO or not, and their linear
   // length. Counts both sides leave under one per two thousand segments are not shown, nor an

@@ -541,13 +541,105 @@ TEST(ValidateCommand, NotesATracedRunThatFellBehindItsRate_tcp_should_autocork) 
   const auto forward = notes(runs[0]);
   ASSERT_TRUE(forward.contains("per segment pskb_expand_head_calls")) << runs[0].out;
   EXPECT_EQ(forward.at("per segment pskb_expand_head_calls"), want.str());
-  EXPECT_EQ(forward.size(), 2U);  // and the ACKs' spread
+  // and the spreads of the ACKs and of the sender's merges of them (offloads off: the data skbs
+  // are linear, none merged)
+  EXPECT_EQ(forward.size(), 3U);
+  EXPECT_TRUE(forward.contains("per segment tcp_acks_sent"));
+  EXPECT_TRUE(forward.contains("per segment client TCPBacklogCoalesce"));
   EXPECT_FALSE(notes(runs[1]).contains("per segment pskb_expand_head_calls"));
   EXPECT_EQ(notes(runs[2]).at("per segment pskb_expand_head_calls"),
             "traced run at 700 of 1000 Mbit/s");
   EXPECT_EQ(notes(runs[3]).at("per segment pskb_expand_head_calls"),
             "allocations' traced run at 800 of 1000 Mbit/s");
   EXPECT_FALSE(notes(runs[4]).contains("per segment pskb_expand_head_calls"));
+}
+
+// The skbs merged into a queue's tail (6.x tcp_try_coalesce and tcp_add_backlog) against the
+// untraced runs' TcpExt, the median and the runs' spread of the measurement's summary: the
+// server's TCPRcvCoalesce and TCPBacklogCoalesce (the data) and the client's TCPBacklogCoalesce
+// (the pure ACKs), the model's figures those of its run JSON's tcp_coalesce. Where neither side
+// merges there is no row, nor without the summary. A traced run that merged otherwise than the
+// untraced ones (the probes move the reader against the softirq) is named beside the rows its
+// merges change: consume_skb and skb_copy_datagram_iovec.
+TEST(ValidateCommand, HoldsTheMergesAgainstTheUntracedRunsTcpExt_tcp_try_coalesce) {
+  const fs::path set = kSource / "scenarios/measured/kvm-2core-v1252";
+  const fs::path merging = set / "zz-merging.json.tmp";
+  const fs::path clones = set / "zz-clones.json.tmp";
+  const fs::path bare = set / "zz-no-summary.json.tmp";
+  std::ofstream(merging) << slurp(set / "direct-tso-off-1000mbps.json");
+  std::ofstream(clones) << slurp(set / "direct-on-1000mbps.json");
+  std::ofstream(bare) << slurp(set / "direct-tso-off-1000mbps.json");
+  const auto spread = [](double median, double lo, double hi) {
+    return nlohmann::json{{"median", median}, {"min", lo}, {"max", hi}, {"n", 5}};
+  };
+  const auto tcpext = [&spread](double rq, double data, double acks) {
+    return nlohmann::json{
+        {"server",
+         {{"per_segment",
+           {{"TCPRcvCoalesce", spread(rq, rq * 0.9, rq * 1.1)},
+            {"TCPBacklogCoalesce", spread(data, data * 0.8, data * 1.2)}}}}},
+        {"client", {{"per_segment", {{"TCPBacklogCoalesce", spread(acks, acks, acks * 2)}}}}}};
+  };
+  std::ofstream(set / "measurements" / merging.filename()) << nlohmann::json{
+      {"summary", {{"tcpext", tcpext(0.6, 0.3, 0.04)}}},
+      {"trace",
+       {{"run",
+         {{"tcp", {{"client_out_segs", 1000}, {"server_tcpext", {{"TCPRcvCoalesce", 300}}}}}}}}}};
+  std::ofstream(set / "measurements" / clones.filename())
+      << nlohmann::json{{"summary", {{"tcpext", tcpext(0.0, 0.0, 0.0001)}}}};
+  std::ofstream(set / "measurements" / bare.filename()) << R"({"runs": []})";
+  const auto runs = run_batch(SKBSIM_BINARY, kSource,
+                              {{"validate", "--json", merging.string()},
+                               {"validate", "--json", clones.string()},
+                               {"validate", "--json", bare.string()},
+                               {"run", "--format", "json", merging.string()}});
+  for (const fs::path& p : {merging, clones, bare}) {
+    fs::remove(p);
+    fs::remove(set / "measurements" / p.filename());
+  }
+  const auto rows = [](const Invocation& r) {
+    EXPECT_NE(r.exit_code, 2) << r.err;
+    std::map<std::string, nlohmann::json> by_figure;
+    for (const auto& row : nlohmann::json::parse(r.out)) {
+      by_figure[row.at("figure").get<std::string>()] = row;
+    }
+    return by_figure;
+  };
+  ASSERT_EQ(runs[3].exit_code, 0) << runs[3].err;
+  const auto model = nlohmann::json::parse(runs[3].out).at("tcp_coalesce");
+  const auto merged = rows(runs[0]);
+  struct Want {
+    const char* figure;
+    const char* model_key;
+    double median;
+    const char* note;
+  };
+  for (const Want& w : {Want{"per segment server TCPRcvCoalesce", "receive_queue", 0.6,
+                             "kernel runs 0.5400..0.6600"},
+                        Want{"per segment server TCPBacklogCoalesce", "backlog_data", 0.3,
+                             "kernel runs 0.2400..0.3600"},
+                        Want{"per segment client TCPBacklogCoalesce", "backlog_acks", 0.04,
+                             "kernel runs 0.0400..0.0800"}}) {
+    SCOPED_TRACE(w.figure);
+    ASSERT_TRUE(merged.contains(w.figure)) << runs[0].out;
+    const nlohmann::json& row = merged.at(w.figure);
+    EXPECT_NEAR(std::stod(row.at("measured").get<std::string>()), w.median, 5e-5);
+    EXPECT_NEAR(std::stod(row.at("predicted").get<std::string>()),
+                model.at(w.model_key).get<double>(), 5e-5);
+    EXPECT_EQ(row.value("note", ""), w.note);
+  }
+  ASSERT_GT(model.at("receive_queue").get<double>(), 0.1);  // the fixture's premise: it merges
+  const std::string traced =
+      "traced run merged 0.3000 a segment into the receive queue (TCPRcvCoalesce), untraced runs "
+      "0.6000";
+  EXPECT_EQ(merged.at("per segment consume_skb_calls").value("note", ""), traced);
+  EXPECT_EQ(merged.at("per segment skb_copy_datagram_iovec_calls").value("note", ""), traced);
+  for (const Invocation& r : {runs[1], runs[2]}) {
+    for (const auto& [figure, row] : rows(r)) {
+      EXPECT_EQ(figure.find("Coalesce"), std::string::npos) << figure;
+      EXPECT_FALSE(row.value("note", "").starts_with("traced run merged")) << figure;
+    }
+  }
 }
 
 // A device's bytes per skb are an average over its skbs: where neither the kernel nor the model
