@@ -1511,10 +1511,9 @@ bool pure_ack(const PacketMeta& m) noexcept {
 //   skb_segment's segments at a veth without TSO, and skbs ip_forward's skb_cow gave a head of
 //   their own, merge). The tail takes the later ack_seq and window, the flags of both, the
 //   larger gso_size and the sum of gso_segs; its truesize grows by what the merged skb's data
-//   held (sk_backlog.len too), and the skb is freed (kfree_skb_partial). On this VM the kernel
-//   merged 0.12-0.18 segments in the backlog per segment with TSO or checksums off (a tenth to a
-//   fifth of the skbs queued there) and 0.008 in forward with the defaults; 0.0006 or none
-//   where the rules above refuse.
+//   held (sk_backlog.len too), and the skb is freed (kfree_skb_partial). skbsim validate holds
+//   the merges (CoalesceStats) against a measured set's TcpExt (docs/measure.md, "Merged skbs:
+//   the untraced runs' TcpExt").
 // Both kinds compare the timestamp's value, not its echo (TSecr): the model does not carry it,
 // and within a millisecond it rarely differs.
 bool backlog_coalesce(Net& net, ExecCtx& ctx, TcpSock& s, Skb& skb) {

@@ -558,44 +558,72 @@ TEST(ValidateCommand, NotesATracedRunThatFellBehindItsRate_tcp_should_autocork) 
 // untraced runs' TcpExt, the median and the runs' spread of the measurement's summary: the
 // server's TCPRcvCoalesce and TCPBacklogCoalesce (the data) and the client's TCPBacklogCoalesce
 // (the pure ACKs), the model's figures those of its run JSON's tcp_coalesce. Where neither side
-// merges there is no row, nor without the summary. A traced run that merged otherwise than the
-// untraced ones (the probes move the reader against the softirq) is named beside the rows its
-// merges change: consume_skb and skb_copy_datagram_iovec.
+// merges there is no row, nor without the summary's median and spread. An skb merged into
+// another is read and freed with it, so a traced run whose server merged otherwise than the
+// median untraced run (by more than a tenth and by at least 0.001 a segment) is named beside
+// the consume_skb and skb_copy_datagram_iovec rows.
 TEST(ValidateCommand, HoldsTheMergesAgainstTheUntracedRunsTcpExt_tcp_try_coalesce) {
   const fs::path set = kSource / "scenarios/measured/kvm-2core-v1252";
-  const fs::path merging = set / "zz-merging.json.tmp";
-  const fs::path clones = set / "zz-clones.json.tmp";
-  const fs::path bare = set / "zz-no-summary.json.tmp";
-  std::ofstream(merging) << slurp(set / "direct-tso-off-1000mbps.json");
-  std::ofstream(clones) << slurp(set / "direct-on-1000mbps.json");
-  std::ofstream(bare) << slurp(set / "direct-tso-off-1000mbps.json");
   const auto spread = [](double median, double lo, double hi) {
-    return nlohmann::json{{"median", median}, {"min", lo}, {"max", hi}, {"n", 5}};
+    return nlohmann::json{{"median", median}, {"min", lo}, {"max", hi}, {"n", 3}};
   };
-  const auto tcpext = [&spread](double rq, double data, double acks) {
+  const auto summary = [&spread](double rq, double data, double acks) {
     return nlohmann::json{
-        {"server",
-         {{"per_segment",
-           {{"TCPRcvCoalesce", spread(rq, rq * 0.9, rq * 1.1)},
-            {"TCPBacklogCoalesce", spread(data, data * 0.8, data * 1.2)}}}}},
-        {"client", {{"per_segment", {{"TCPBacklogCoalesce", spread(acks, acks, acks * 2)}}}}}};
+        {"tcpext",
+         {{"server",
+           {{"per_segment",
+             {{"TCPRcvCoalesce", spread(rq, rq * 0.9, rq * 1.1)},
+              {"TCPBacklogCoalesce", spread(data, data * 0.8, data * 1.2)}}}}},
+          {"client", {{"per_segment", {{"TCPBacklogCoalesce", spread(acks, acks, acks * 2)}}}}}}}};
   };
-  std::ofstream(set / "measurements" / merging.filename()) << nlohmann::json{
-      {"summary", {{"tcpext", tcpext(0.6, 0.3, 0.04)}}},
-      {"trace",
-       {{"run",
-         {{"tcp", {{"client_out_segs", 1000}, {"server_tcpext", {{"TCPRcvCoalesce", 300}}}}}}}}}};
-  std::ofstream(set / "measurements" / clones.filename())
-      << nlohmann::json{{"summary", {{"tcpext", tcpext(0.0, 0.0, 0.0001)}}}};
-  std::ofstream(set / "measurements" / bare.filename()) << R"({"runs": []})";
-  const auto runs = run_batch(SKBSIM_BINARY, kSource,
-                              {{"validate", "--json", merging.string()},
-                               {"validate", "--json", clones.string()},
-                               {"validate", "--json", bare.string()},
-                               {"run", "--format", "json", merging.string()}});
-  for (const fs::path& p : {merging, clones, bare}) {
-    fs::remove(p);
-    fs::remove(set / "measurements" / p.filename());
+  // A run record of 10 000 client segments whose server merged `rq` and `backlog` a segment.
+  const auto run = [](double rq, double backlog) {
+    return nlohmann::json{
+        {"tcp",
+         {{"client_out_segs", 10000},
+          {"server_tcpext",
+           {{"TCPRcvCoalesce", rq * 10000}, {"TCPBacklogCoalesce", backlog * 10000}}}}}};
+  };
+  const nlohmann::json untraced = {run(0.55, 0.3), run(0.6, 0.3), run(0.6, 0.35)};  // median 0.9
+  struct Fixture {
+    const char* name;
+    const char* scenario;
+    nlohmann::json measurement;
+  };
+  const std::vector<Fixture> fixtures = {
+      {"zz-merging.json.tmp",
+       "direct-tso-off-1000mbps.json",
+       {{"summary", summary(0.6, 0.3, 0.04)},
+        {"runs", untraced},
+        {"trace", {{"run", run(0.3, 0.1)}}}}},
+      {"zz-close.json.tmp",
+       "direct-tso-off-1000mbps.json",  // 0.85 traced: within a tenth
+       {{"summary", summary(0.6, 0.3, 0.04)},
+        {"runs", untraced},
+        {"trace", {{"run", run(0.5, 0.35)}}}}},
+      {"zz-tiny.json.tmp",
+       "forward-on-1000mbps.json",  // 0.0032 traced, 0.004: under 0.001 apart
+       {{"summary", summary(0.004, 0.0, 0.0)},
+        {"runs", {run(0.004, 0.0)}},
+        {"trace", {{"run", run(0.0032, 0.0)}}}}},
+      {"zz-clones.json.tmp", "direct-on-1000mbps.json", {{"summary", summary(0.0, 0.0, 0.0001)}}},
+      {"zz-no-summary.json.tmp", "direct-tso-off-1000mbps.json", {{"runs", untraced}}},
+      {"zz-median-only.json.tmp",
+       "direct-tso-off-1000mbps.json",
+       {{"summary",
+         {{"tcpext", {{"server", {{"per_segment", {{"TCPRcvCoalesce", {{"median", 0.6}}}}}}}}}}}}},
+  };
+  std::vector<std::vector<std::string>> calls;
+  for (const Fixture& f : fixtures) {
+    std::ofstream(set / f.name) << slurp(set / f.scenario);
+    std::ofstream(set / "measurements" / f.name) << f.measurement;
+    calls.push_back({"validate", "--json", (set / f.name).string()});
+  }
+  calls.push_back({"run", "--format", "json", (set / "direct-tso-off-1000mbps.json").string()});
+  const auto runs = run_batch(SKBSIM_BINARY, kSource, calls);
+  for (const Fixture& f : fixtures) {
+    fs::remove(set / f.name);
+    fs::remove(set / "measurements" / f.name);
   }
   const auto rows = [](const Invocation& r) {
     EXPECT_NE(r.exit_code, 2) << r.err;
@@ -605,8 +633,10 @@ TEST(ValidateCommand, HoldsTheMergesAgainstTheUntracedRunsTcpExt_tcp_try_coalesc
     }
     return by_figure;
   };
-  ASSERT_EQ(runs[3].exit_code, 0) << runs[3].err;
-  const auto model = nlohmann::json::parse(runs[3].out).at("tcp_coalesce");
+  ASSERT_EQ(runs.back().exit_code, 0) << runs.back().err;
+  const auto model = nlohmann::json::parse(runs.back().out).at("tcp_coalesce");
+  ASSERT_GT(model.at("receive_queue").get<double>(), 0.1);  // the fixture's premise: it merges
+  ASSERT_GT(model.at("backlog_data").get<double>(), 0.01);
   const auto merged = rows(runs[0]);
   struct Want {
     const char* figure;
@@ -628,16 +658,21 @@ TEST(ValidateCommand, HoldsTheMergesAgainstTheUntracedRunsTcpExt_tcp_try_coalesc
                 model.at(w.model_key).get<double>(), 5e-5);
     EXPECT_EQ(row.value("note", ""), w.note);
   }
-  ASSERT_GT(model.at("receive_queue").get<double>(), 0.1);  // the fixture's premise: it merges
   const std::string traced =
-      "traced run merged 0.3000 a segment into the receive queue (TCPRcvCoalesce), untraced runs "
-      "0.6000";
+      "traced run merged 0.4000 skbs a segment into another (TCPRcvCoalesce + "
+      "TCPBacklogCoalesce), untraced runs 0.9000";
   EXPECT_EQ(merged.at("per segment consume_skb_calls").value("note", ""), traced);
   EXPECT_EQ(merged.at("per segment skb_copy_datagram_iovec_calls").value("note", ""), traced);
-  for (const Invocation& r : {runs[1], runs[2]}) {
-    for (const auto& [figure, row] : rows(r)) {
-      EXPECT_EQ(figure.find("Coalesce"), std::string::npos) << figure;
+  EXPECT_EQ(rows(runs[1]).at("per segment server TCPRcvCoalesce").value("note", ""),
+            "kernel runs 0.5400..0.6600");  // the rows stand; only the traced run's note goes
+  for (std::size_t i = 1; i < fixtures.size(); ++i) {
+    SCOPED_TRACE(fixtures[i].name);
+    const auto got = rows(runs[i]);
+    for (const auto& [figure, row] : got) {
       EXPECT_FALSE(row.value("note", "").starts_with("traced run merged")) << figure;
+      if (i >= 3) {
+        EXPECT_EQ(figure.find("Coalesce"), std::string::npos) << figure;
+      }
     }
   }
 }
