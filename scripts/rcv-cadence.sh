@@ -6,8 +6,12 @@
 # prints per 1448-byte segment: the reads that copied something, their mean size and the short
 # ones (one MSS or less) and of those the 512-1023-byte ones (a 128 KB write's 752-byte tail read
 # alone) and the 1-2 KB ones (one segment alone), the reads that found nothing (EAGAIN), select()
-# calls, the reader's sleeps, the ACKs. The kernel's sizes come from bpftrace's histogram of the
-# read sizes, the model's from its timeline (skbsim run --timeline). Root; mounts tracefs for the run if it is not mounted (and unmounts it).
+# calls, the reader's sleeps, the ACKs, and the data skbs the server merged into the receive
+# queue's tail and into the backlog's (the measure's TcpExt TCPRcvCoalesce and TCPBacklogCoalesce
+# per client segment, against the run JSON's tcp_coalesce: where the reader was as they came).
+# The kernel's sizes come from bpftrace's histogram of the read sizes, the model's from its
+# timeline (skbsim run --timeline). Root; mounts tracefs for the run if it is not mounted (and
+# unmounts it).
 # docs/measure.md, "How the reader takes the stream".
 #
 #   bash scripts/rcv-cadence.sh OUT_DIR [skbsim measure options...]
@@ -45,14 +49,26 @@ with open(sys.argv[1]) as f:
             tail += 512 <= n < 1024
             one += 1024 <= n < 2048
 segs = max(d.get("segments", 0), 1)
+c = d.get("tcp_coalesce", {})
 print(r.get("reads_copying", 0), r.get("bytes_per_copying_read", 0), r.get("reads_empty", 0),
       r.get("selects", 0), r.get("sleeps", 0), sum(a.values()), r.get("reads_short", "-"),
-      tail / segs, one / segs)' "$out/model-timeline.tsv" \
+      tail / segs, one / segs, c.get("receive_queue", "-"), c.get("backlog_data", "-"))' \
+    "$out/model-timeline.tsv" \
     <"$out/model.json") ||
     { echo "rcv-cadence: the model did not run (see $out/model.err)" >&2; model=""; }
 fi
 # Lines like "@reads[28587]: 16274", "@failed[28587, -11]: 5816", "@server_xmit: 16761".
-awk -v model="$model" '
+# The server's merges in the measure's run (summary.tcpext medians per client segment), "- -"
+# when its measurement file does not have them.
+measurement="$(dirname "$trace_measure_scenario_file")/measurements/$(basename "$trace_measure_scenario_file")"
+merges=$(python3 -c '
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))["summary"]["tcpext"]["server"]["per_segment"]
+    print(s["TCPRcvCoalesce"]["median"], s["TCPBacklogCoalesce"]["median"])
+except (OSError, ValueError, KeyError, TypeError):
+    print("- -")' "$measurement")
+awk -v model="$model" -v merges="$merges" '
   function tid(line) { sub(/^[^[]*\[/, "", line); sub(/[],].*$/, "", line); return line }
   # A row: the kernel figure, and the model figure or "-" when the model did not run (or, for
   # the short reads, is an older skbsim that does not count them).
@@ -80,7 +96,8 @@ awk -v model="$model" '
       print "rcv-cadence: no iperf3 thread read the stream" > "/dev/stderr"; exit 1
     }
     segs = bytes[best] / 1448
-    have = split(model, m, " ") == 9
+    have = split(model, m, " ") == 11
+    split(merges, k, " ")
     printf "reader: iperf3 thread %s, %.0f bytes, %.0f segments of 1448 bytes\n", best,
            bytes[best], segs
     printf "%-40s %10s %10s\n", "per segment", "kernel", "model"
@@ -93,6 +110,10 @@ awk -v model="$model" '
     row("select() calls", "%10.4f", selects[best] / segs, m[4])
     row("sleeps", "%10.4f", sleeps[best] / segs, m[5])
     row("ACKs (server transmits on skbm-s0)", "%10.4f", xmit / segs, m[6])
+    if (k[1] != "-") {
+      row("data skbs merged into the receive queue", "%10.4f", k[1], m[10])
+      row("  into the backlog (the reader held it)", "%10.4f", k[2], m[11])
+    }
     if (sleeps[best] > 0)
       row("reads that copied, per sleep", "%10.2f", reads[best] / sleeps[best],
           (m[5] > 0 ? m[1] / m[5] : 0))
