@@ -2,13 +2,15 @@
 # How iperf3's reader takes the stream, kernel and model side by side: runs
 # scripts/rcv-cadence.bt (bpftrace: read(), select() and sched_switch of iperf3's threads, the
 # server's transmits) around one `skbsim measure --trace off`, then the model on the scenario
-# that measure wrote (`skbsim run --format json`, its tcp_reader and tcp_acks_by_path), and
+# that measure wrote (`skbsim run --format json`, its tcp_reader, tcp_acks_by_path and
+# tcp_coalesce), and
 # prints per 1448-byte segment: the reads that copied something, their mean size and the short
 # ones (one MSS or less) and of those the 512-1023-byte ones (a 128 KB write's 752-byte tail read
 # alone) and the 1-2 KB ones (one segment alone), the reads that found nothing (EAGAIN), select()
 # calls, the reader's sleeps, the ACKs, and the data skbs the server merged into the receive
 # queue's tail and into the backlog's (the measure's TcpExt TCPRcvCoalesce and TCPBacklogCoalesce
-# per client segment, against the run JSON's tcp_coalesce: where the reader was as they came).
+# per client segment, against the run JSON's tcp_coalesce: where the reader was as they came;
+# the kernel's counted in the same run, with rcv-cadence.bt attached, not in an untraced one).
 # The kernel's sizes come from bpftrace's histogram of the read sizes, the model's from its
 # timeline (skbsim run --timeline). Root; mounts tracefs for the run if it is not mounted (and
 # unmounts it).

@@ -333,6 +333,13 @@ std::optional<double> per_client_segment(const nlohmann::json& run, const std::s
 
 using Range = std::optional<std::pair<double, double>>;
 
+// The middle value; of an even count the lower middle (a value some run gave, not a mean). v is
+// not empty.
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
 // The untraced runs' records (the measurement's /runs); none when it has no such array.
 const nlohmann::json& untraced_runs(const nlohmann::json& m) {
   static const nlohmann::json::json_pointer kRuns("/runs");
@@ -432,7 +439,8 @@ std::optional<std::string> traced_run_behind(const nlohmann::json& m) {
 // only while the application held the socket, into the receive queue behind a tail the reader
 // had not read (from the softirq with the socket free, or from the backlog in the owner's
 // release_sock); and only into a tail no clone shares (skb_try_coalesce: `if (skb_cloned(to))
-// return false`), so with the defaults only where ip_forward's skb_cow copied.
+// return false`), so with the defaults where ip_forward's skb_cow copied, and elsewhere hardly
+// ever (a clone whose original an ACK has freed).
 struct CoalesceCounter {
   const char* side;     // the namespace: "server" or "client"
   const char* counter;  // its TcpExt counter
@@ -479,7 +487,8 @@ std::optional<double> server_merges(const nlohmann::json& run) {
   return *rq + *backlog;
 }
 
-// The traced run's merges against the untraced runs' (the median run): an skb merged into
+// The traced run's merges against the untraced runs' (the median run, the lower middle of an
+// even count; summary.tcpext's medians are the mean of the middle two): an skb merged into
 // another, in the receive queue or the backlog, is read and freed with it (kfree_skb_partial,
 // no consume_skb), so a traced run that merged fewer counts more skb_copy_datagram_iovec and
 // consume_skb calls than the untraced runs made. The probes can move the reader against the
@@ -501,15 +510,14 @@ std::optional<std::string> traced_run_merges(const nlohmann::json& m) {
   if (!traced || runs.empty()) {
     return std::nullopt;
   }
-  std::sort(runs.begin(), runs.end());
-  const double untraced = runs[(runs.size() - 1) / 2];  // the lower middle of an even count
+  const double untraced = median_of(std::move(runs));
   const double diff = std::abs(*traced - untraced);
   if (diff < 0.001 || diff <= 0.1 * untraced) {
     return std::nullopt;
   }
-  return "traced run merged " + fixed(*traced, 4) +
-         " skbs a segment into another (TCPRcvCoalesce + TCPBacklogCoalesce), untraced runs " +
-         fixed(untraced, 4);
+  return "server merged " + fixed(*traced, 4) +
+         " skbs a segment into another (TCPRcvCoalesce + TCPBacklogCoalesce) in the traced run, " +
+         fixed(untraced, 4) + " in the median untraced run";
 }
 
 void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Check>& checks) {
@@ -753,11 +761,6 @@ std::vector<Check> median_rows(const std::vector<std::vector<Check>>& runs) {
     out.push_back(std::move(mid));
   }
   return out;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 2];
 }
 
 }  // namespace

@@ -560,8 +560,8 @@ TEST(ValidateCommand, NotesATracedRunThatFellBehindItsRate_tcp_should_autocork) 
 // (the pure ACKs), the model's figures those of its run JSON's tcp_coalesce. Where neither side
 // merges there is no row, nor without the summary's median and spread. An skb merged into
 // another is read and freed with it, so a traced run whose server merged otherwise than the
-// median untraced run (by more than a tenth and by at least 0.001 a segment) is named beside
-// the consume_skb and skb_copy_datagram_iovec rows.
+// median untraced run (by more than a tenth and by at least 0.001 a segment; of an even count
+// the lower middle) is named beside the consume_skb and skb_copy_datagram_iovec rows.
 TEST(ValidateCommand, HoldsTheMergesAgainstTheUntracedRunsTcpExt_tcp_try_coalesce) {
   const fs::path set = kSource / "scenarios/measured/kvm-2core-v1252";
   const auto spread = [](double median, double lo, double hi) {
@@ -585,6 +585,8 @@ TEST(ValidateCommand, HoldsTheMergesAgainstTheUntracedRunsTcpExt_tcp_try_coalesc
            {{"TCPRcvCoalesce", rq * 10000}, {"TCPBacklogCoalesce", backlog * 10000}}}}}};
   };
   const nlohmann::json untraced = {run(0.55, 0.3), run(0.6, 0.3), run(0.6, 0.35)};  // median 0.9
+  const nlohmann::json partial_run = {
+      {"tcp", {{"client_out_segs", 10000}, {"server_tcpext", {{"TCPRcvCoalesce", 10}}}}}};
   struct Fixture {
     const char* name;
     const char* scenario;
@@ -612,6 +614,18 @@ TEST(ValidateCommand, HoldsTheMergesAgainstTheUntracedRunsTcpExt_tcp_try_coalesc
        "direct-tso-off-1000mbps.json",
        {{"summary",
          {{"tcpext", {{"server", {{"per_segment", {{"TCPRcvCoalesce", {{"median", 0.6}}}}}}}}}}}}},
+      // four untraced runs: the lower middle, 0.85, a run's own figure
+      {"zz-even.json.tmp",
+       "direct-tso-off-1000mbps.json",
+       {{"summary", summary(0.6, 0.3, 0.04)},
+        {"runs", {run(0.5, 0.3), run(0.55, 0.3), run(0.6, 0.35), run(0.6, 0.4)}},
+        {"trace", {{"run", run(0.3, 0.1)}}}}},
+      // a traced run without the backlog's counter: no sum to compare
+      {"zz-traced-partial.json.tmp",
+       "direct-tso-off-1000mbps.json",
+       {{"summary", summary(0.6, 0.3, 0.04)},
+        {"runs", untraced},
+        {"trace", {{"run", partial_run}}}}},
   };
   std::vector<std::vector<std::string>> calls;
   for (const Fixture& f : fixtures) {
@@ -658,19 +672,23 @@ TEST(ValidateCommand, HoldsTheMergesAgainstTheUntracedRunsTcpExt_tcp_try_coalesc
                 model.at(w.model_key).get<double>(), 5e-5);
     EXPECT_EQ(row.value("note", ""), w.note);
   }
-  const std::string traced =
-      "traced run merged 0.4000 skbs a segment into another (TCPRcvCoalesce + "
-      "TCPBacklogCoalesce), untraced runs 0.9000";
-  EXPECT_EQ(merged.at("per segment consume_skb_calls").value("note", ""), traced);
-  EXPECT_EQ(merged.at("per segment skb_copy_datagram_iovec_calls").value("note", ""), traced);
+  const auto traced = [](const char* untraced_median) {
+    return "server merged 0.4000 skbs a segment into another (TCPRcvCoalesce + "
+           "TCPBacklogCoalesce) in the traced run, " +
+           std::string(untraced_median) + " in the median untraced run";
+  };
+  EXPECT_EQ(merged.at("per segment consume_skb_calls").value("note", ""), traced("0.9000"));
+  EXPECT_EQ(merged.at("per segment skb_copy_datagram_iovec_calls").value("note", ""),
+            traced("0.9000"));
+  EXPECT_EQ(rows(runs[6]).at("per segment consume_skb_calls").value("note", ""), traced("0.8500"));
   EXPECT_EQ(rows(runs[1]).at("per segment server TCPRcvCoalesce").value("note", ""),
             "kernel runs 0.5400..0.6600");  // the rows stand; only the traced run's note goes
-  for (std::size_t i = 1; i < fixtures.size(); ++i) {
+  for (const std::size_t i : {1U, 2U, 3U, 4U, 5U, 7U}) {
     SCOPED_TRACE(fixtures[i].name);
     const auto got = rows(runs[i]);
     for (const auto& [figure, row] : got) {
-      EXPECT_FALSE(row.value("note", "").starts_with("traced run merged")) << figure;
-      if (i >= 3) {
+      EXPECT_FALSE(row.value("note", "").starts_with("server merged")) << figure;
+      if (i >= 3 && i <= 5) {
         EXPECT_EQ(figure.find("Coalesce"), std::string::npos) << figure;
       }
     }
