@@ -53,7 +53,7 @@ trace_measure csum-rate "$out" "$maps" scripts/csum-rate.bt 0 "$@"
 rm -f "$out/model.json"
 trace_measure_scenario csum-rate "$out"
 trace_measure_model csum-rate "$out"
-measurement="$out/measurement/measurements/$(basename "$trace_measure_scenario_file")"
+measurement=$trace_measure_measurement_file
 if [[ ! -f $measurement ]]; then
   echo "csum-rate: expected the measurement $measurement beside the scenario" >&2
   exit 1

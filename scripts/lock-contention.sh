@@ -24,7 +24,7 @@ source scripts/trace-measure.sh
 maps="$out/lock-contention.txt"
 trace_measure lock-contention "$out" "$maps" scripts/lock-contention.bt 0 "$@"
 trace_measure_scenario lock-contention "$out"
-measurement="$(dirname "$trace_measure_scenario_file")/measurements/$(basename "$trace_measure_scenario_file")"
+measurement=$trace_measure_measurement_file
 segments=$(python3 -c '
 import json, sys
 runs = json.load(open(sys.argv[1]))["runs"]

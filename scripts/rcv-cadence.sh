@@ -62,7 +62,7 @@ fi
 # Lines like "@reads[28587]: 16274", "@failed[28587, -11]: 5816", "@server_xmit: 16761".
 # The server's merges in the measure's run (summary.tcpext medians per client segment), "- -"
 # when its measurement file does not have them.
-measurement="$(dirname "$trace_measure_scenario_file")/measurements/$(basename "$trace_measure_scenario_file")"
+measurement=$trace_measure_measurement_file
 merges=$(python3 -c '
 import json, sys
 try:

@@ -14,7 +14,8 @@
 #   trace_measure_scenario NAME OUT_DIR
 #
 # then sets trace_measure_scenario_file to the one scenario that measure wrote, for the model to
-# run; returns 1 (NAME: what is wrong) unless there is exactly one.
+# run, and trace_measure_measurement_file to its measurement file beside it (measurements/, the
+# same name); returns 1 (NAME: what is wrong) unless there is exactly one.
 #
 #   trace_measure_model NAME OUT_DIR
 #
@@ -83,6 +84,8 @@ trace_measure_scenario() {
   fi
   # shellcheck disable=SC2034  # read by the scripts that source this file
   trace_measure_scenario_file=${scenarios[0]}
+  # shellcheck disable=SC2034
+  trace_measure_measurement_file=$out/measurement/measurements/$(basename "${scenarios[0]}")
 }
 
 trace_measure_model() {
