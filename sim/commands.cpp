@@ -347,17 +347,29 @@ const nlohmann::json& untraced_runs(const nlohmann::json& m) {
   return m.contains(kRuns) && m.at(kRuns).is_array() ? m.at(kRuns) : kNone;
 }
 
-// The min..max over the untraced runs (the measurement's /runs) of `counter` per client segment,
-// the runs without it left out (a run without both counts says nothing).
-Range untraced_range(const nlohmann::json& m, const std::string& counter) {
-  Range range;
+// `of` of each untraced run (the measurement's /runs), in their order, the runs it says nothing
+// of (nullopt) left out.
+template <class Of>
+std::vector<double> untraced_values(const nlohmann::json& m, const Of& of) {
+  std::vector<double> values;
   for (const nlohmann::json& run : untraced_runs(m)) {
-    if (const auto v = per_client_segment(run, counter)) {
-      range = range ? std::pair{std::min(range->first, *v), std::max(range->second, *v)}
-                    : std::pair{*v, *v};
+    if (const std::optional<double> v = of(run)) {
+      values.push_back(*v);
     }
   }
-  return range;
+  return values;
+}
+
+// The min..max over the untraced runs of `counter` per client segment, the runs without it left
+// out (a run without both counts says nothing).
+Range untraced_range(const nlohmann::json& m, const std::string& counter) {
+  const std::vector<double> v = untraced_values(
+      m, [&counter](const nlohmann::json& run) { return per_client_segment(run, counter); });
+  if (v.empty()) {
+    return std::nullopt;
+  }
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return std::pair{*lo, *hi};
 }
 
 // The kernel's own spread of the ACKs per segment: each untraced run's server TcpOutSegs over the
@@ -501,12 +513,7 @@ std::optional<std::string> traced_run_merges(const nlohmann::json& m) {
     return std::nullopt;
   }
   const auto traced = server_merges(m.at(kRun));
-  std::vector<double> runs;
-  for (const nlohmann::json& run : untraced_runs(m)) {
-    if (const auto v = server_merges(run)) {
-      runs.push_back(*v);
-    }
-  }
+  std::vector<double> runs = untraced_values(m, server_merges);
   if (!traced || runs.empty()) {
     return std::nullopt;
   }
