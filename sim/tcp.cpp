@@ -240,6 +240,29 @@ void charge_unlocked(Net& net, TcpSock& s, Sym sym) {
   net.engine().after_task([&s] { s.in_syscall = false; });
 }
 
+// The reader's copying call that has not returned yet returns now (ReadTiming).
+void close_read(Net& net, TcpSock& s) {
+  if (s.open_read_ps < 0) {
+    return;
+  }
+  const std::int64_t d = net.engine().task_clock() - s.open_read_ps;
+  s.stats.reader.timed.add(static_cast<double>(s.open_read_bytes), static_cast<double>(d) / 1e6);
+  s.open_read_ps = -1;
+}
+
+// A copying call of `bytes` ends its copying; it returns once its release_sock has run: at the
+// process's next call, or, when the reader goes to sleep, once no release is pending.
+void open_read(TcpSock& s, std::uint64_t bytes) noexcept {
+  s.open_read_ps = s.call_start_ps;
+  s.open_read_bytes = bytes;
+}
+
+// The start of one of the application's calls: the one before it has returned.
+void begin_call(Net& net, TcpSock& s) {
+  close_read(net, s);
+  s.call_start_ps = net.engine().task_clock();
+}
+
 // A system call made by the application: its entry and exit (cpu.syscall_us: under
 // virtualisation a microsecond, more than most calls' own work), then `call`, the work between
 // them. The entry and exit are charged in a task of their own, which holds no socket, as the
@@ -248,12 +271,16 @@ void charge_unlocked(Net& net, TcpSock& s, Sym sym) {
 // `call` runs at once, its syscall symbols' cycles standing for the entry (the 2007 presets).
 void syscall(Net& net, TcpSock& s, void (*call)(Net&, TcpSock&)) {
   if (net.cost_model().syscall_ps == 0) {
+    begin_call(net, s);
     call(net, s);
     return;
   }
   next_task(net, s, [&net, &s, call] {
     charge_unlocked(net, s, Sym::kSyscall);
-    next_task(net, s, [&net, &s, call] { call(net, s); });
+    next_task(net, s, [&net, &s, call] {
+      begin_call(net, s);
+      call(net, s);
+    });
   });
 }
 
@@ -1109,6 +1136,9 @@ void read_nonblocking(Net& net, TcpSock& s);
 void read_again_or_sleep(Net& net, TcpSock& s) {
   if (s.receive_queue.empty()) {
     s.reader_blocked = true;
+    if (!s.release_pending) {
+      close_read(net, s);
+    }
     note(net, *s.proc, s, SockEventKind::kBlock);
     return;
   }
@@ -1135,6 +1165,7 @@ void recvmsg_end(Net& net, TcpSock& s) {
   ++s.stats.reader.reads_copying;  // a blocking call returns once it has copied something
   count_short_read(s, call_size(s) - s.recv_left);
   note(net, ctx, s, SockEventKind::kRead, call_size(s) - s.recv_left);
+  open_read(s, call_size(s) - s.recv_left);
   cleanup_rbuf(net, ctx, s, true);
   if (s.to_send != 0 && s.rr.in_size != 0) {
     sendmsg_task(net, s);  // netperf/netserver answer in the same process: send() after recv()
@@ -1295,6 +1326,9 @@ void read_call(Net& net, TcpSock& s) {
   ++(copied ? s.stats.reader.reads_copying : s.stats.reader.reads_empty);
   count_short_read(s, s.nread_left - s.recv_left);
   note(net, ctx, s, SockEventKind::kRead, s.nread_left - s.recv_left);
+  if (copied) {
+    open_read(s, s.nread_left - s.recv_left);
+  }
   s.nread_left = s.recv_left;
   cleanup_rbuf(net, ctx, s, copied);
   end_call(net, s);
@@ -1455,6 +1489,9 @@ void release_pass_done(Net& net, TcpSock& s) {
     return;
   }
   s.release_pending = false;
+  if (s.reader_blocked) {
+    close_read(net, s);  // the call the reader slept after has returned
+  }
   end_call(net, s);  // what the backlog sent (ACK-clocked data) raised NET_RX in turn
 }
 

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "sim/net.hpp"
@@ -70,17 +71,60 @@ inline constexpr std::array<const char*, kAckPathCount> kAckPathNames = {
     "data_softirq", "data_backlog", "cleanup_rbuf", "delack_timer"};
 static_assert(kAckPathCount == static_cast<std::size_t>(AckPath::kDelackTimer) + 1);
 
+// The receiving application's copying calls timed as scripts/sleep-cycle.sh times the kernel's
+// read(): from the call's start (after its system call's entry) to its return, which comes after
+// the release_sock that ends it (its backlog, and what reaches the backlog while that runs); a
+// least-squares line of the time over the bytes each call returned gives what a call costs per
+// byte and what it costs whatever it copies.
+struct ReadTiming {
+  std::uint64_t n = 0;
+  double bytes = 0;
+  double us = 0;
+  double bytes_sq = 0;
+  double bytes_us = 0;
+
+  void add(double b, double t) noexcept {
+    ++n;
+    bytes += b;
+    us += t;
+    bytes_sq += b * b;
+    bytes_us += b * t;
+  }
+  ReadTiming& operator+=(const ReadTiming& o) noexcept {
+    n += o.n;
+    bytes += o.bytes;
+    us += o.us;
+    bytes_sq += o.bytes_sq;
+    bytes_us += o.bytes_us;
+    return *this;
+  }
+  ReadTiming operator-(const ReadTiming& o) const noexcept {
+    return {n - o.n, bytes - o.bytes, us - o.us, bytes_sq - o.bytes_sq, bytes_us - o.bytes_us};
+  }
+  // The line's slope in microseconds per byte; nullopt without two calls of different sizes.
+  std::optional<double> us_per_byte() const noexcept {
+    const double nd = static_cast<double>(n);
+    const double den = nd * bytes_sq - bytes * bytes;
+    if (n < 2 || den <= 1e-9 * nd * bytes_sq) {
+      return std::nullopt;
+    }
+    return (nd * bytes_us - bytes * us) / den;
+  }
+};
+
 // The receiving application's calls, as scripts/rcv-cadence.sh counts the kernel's: read() or
 // recv() calls that copied something, and of those the short ones (at most one MSS: with iperf3's
 // 128 KB writes, a write's sub-MSS tail read on its own), those that found nothing (a
 // non-blocking reader's EAGAIN), select() calls, and the times the reader slept with nothing
-// queued until another context woke it (sched_switch out asleep, as rcv-cadence.sh counts).
+// queued until another context woke it (sched_switch out asleep, as rcv-cadence.sh counts); and
+// the copying calls' times (ReadTiming).
 struct ReaderStats {
   std::uint64_t reads_copying = 0;
   std::uint64_t reads_short = 0;
   std::uint64_t reads_empty = 0;
   std::uint64_t selects = 0;
   std::uint64_t sleeps = 0;
+  ReadTiming timed;
 
   ReaderStats& operator+=(const ReaderStats& o) noexcept {
     reads_copying += o.reads_copying;
@@ -88,11 +132,16 @@ struct ReaderStats {
     reads_empty += o.reads_empty;
     selects += o.selects;
     sleeps += o.sleeps;
+    timed += o.timed;
     return *this;
   }
   ReaderStats operator-(const ReaderStats& o) const noexcept {
-    return {reads_copying - o.reads_copying, reads_short - o.reads_short,
-            reads_empty - o.reads_empty, selects - o.selects, sleeps - o.sleeps};
+    return {reads_copying - o.reads_copying,
+            reads_short - o.reads_short,
+            reads_empty - o.reads_empty,
+            selects - o.selects,
+            sleeps - o.sleeps,
+            timed - o.timed};
   }
 };
 
@@ -327,6 +376,11 @@ struct TcpSock {
   SkbQueue backlog;
   std::int64_t backlog_len = 0;  // sk_backlog.len: truesize added since __release_sock last ended
   bool release_pending = false;
+  // Timing the reader's calls (ReadTiming): the current call's start, and the copying call that
+  // has not returned yet (its start, -1: none, and its bytes).
+  std::int64_t call_start_ps = 0;
+  std::int64_t open_read_ps = -1;
+  std::uint64_t open_read_bytes = 0;
   bool in_release = false;
   bool in_bh = false;
   // A send() call that suspended between its tasks (a push raised NET_RX, which runs first) still
