@@ -23,7 +23,11 @@
 #   e.g. bash scripts/sleep-cycle.sh /tmp/sc --topology direct --variant on --rate unlimited \
 #          --runs 1 --duration 3 --congestion-control cubic
 #
-# OUT_DIR gets the measurement and sleep-cycle.txt, bpftrace's maps. Name one configuration of
+# Then the model's reader on the scenario the measure wrote, its copying calls timed the same way
+# (tcp_reader: docs/results.md), when the model runs it.
+#
+# OUT_DIR gets the measurement, sleep-cycle.txt (bpftrace's maps), model.json and
+# model-timeline.tsv (the model's errors, if any, in model.err). Name one configuration of
 # one run: the counting stops at the first stream's end (and the measure redoes no run unless
 # --unsteady-retries is given). Exit codes: 0 measured; 1 a tool or the run failed; 2 a bad
 # skbsim measure flag.
@@ -133,3 +137,24 @@ if periods:
 else:
     print(f"no idle period on CPU {cpu}")
 EOF
+# The model on the scenario the measure wrote: its reader's copying calls timed the same way
+# (tcp_reader in `skbsim run --format json`, every call fitted where the kernel's line above is
+# fitted to the 4 KB steps' means).
+if trace_measure_scenario sleep-cycle "$out" && trace_measure_model sleep-cycle "$out"; then
+  python3 - "$out/model.json" <<'EOF'
+import json
+import sys
+
+r = json.load(open(sys.argv[1])).get("tcp_reader", {})
+if r.get("read_us") is None:
+    print("model: no copying call timed (rebuild skbsim, or the scenario's reader copied nothing)")
+    sys.exit(0)
+print(f"model read(): {r['reads_copying']:.4f} that copied per segment, "
+      f"{r['bytes_per_copying_read']:.0f} bytes and {r['read_us']:.2f} us each")
+if r.get("read_ns_per_byte") is not None and r["read_ns_per_byte"] > 0:
+    print(f"  slope {r['read_ns_per_byte']:.4f} ns per byte: "
+          f"{1 / r['read_ns_per_byte']:.2f} bytes per ns (intercept {r['read_intercept_us']:.2f} us)")
+else:
+    print("  no slope: one size only, or the time does not grow with the size")
+EOF
+fi
