@@ -149,11 +149,12 @@ r = json.load(open(sys.argv[1])).get("tcp_reader", {})
 if r.get("read_us") is None:
     print("model: no copying call timed (rebuild skbsim, or the scenario's reader copied nothing)")
     sys.exit(0)
-print(f"model read(): {r['reads_copying']:.4f} that copied per segment, "
-      f"{r['bytes_per_copying_read']:.0f} bytes and {r['read_us']:.2f} us each")
-if r.get("read_ns_per_byte") is not None and r["read_ns_per_byte"] > 0:
-    print(f"  slope {r['read_ns_per_byte']:.4f} ns per byte: "
-          f"{1 / r['read_ns_per_byte']:.2f} bytes per ns (intercept {r['read_intercept_us']:.2f} us)")
+print(f"model read(): {r.get('reads_copying') or 0:.4f} that copied per segment, "
+      f"{r.get('bytes_per_copying_read') or 0:.0f} bytes and {r['read_us']:.2f} us each")
+slope = r.get("read_ns_per_byte")
+if slope is not None and slope > 0:
+    print(f"  slope {slope:.4f} ns per byte: {1 / slope:.2f} bytes per ns "
+          f"(intercept {r['read_intercept_us']:.2f} us)")
 else:
     print("  no slope: one size only, or the time does not grow with the size")
 EOF

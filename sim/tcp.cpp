@@ -257,7 +257,8 @@ void open_read(TcpSock& s, std::uint64_t bytes) noexcept {
   s.open_read_bytes = bytes;
 }
 
-// The start of one of the application's calls: the one before it has returned.
+// The start of one of the application's calls, after its system call's entry: the one before
+// it has returned (where syscall() charges the exit and the entry, before them).
 void begin_call(Net& net, TcpSock& s) {
   close_read(net, s);
   s.call_start_ps = net.engine().task_clock();
@@ -276,6 +277,7 @@ void syscall(Net& net, TcpSock& s, void (*call)(Net&, TcpSock&)) {
     return;
   }
   next_task(net, s, [&net, &s, call] {
+    close_read(net, s);  // the call before returned ahead of its exit's charge
     charge_unlocked(net, s, Sym::kSyscall);
     next_task(net, s, [&net, &s, call] {
       begin_call(net, s);

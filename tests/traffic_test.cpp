@@ -926,8 +926,15 @@ TEST(TcpRecvmsg, ReadTimingFitsTheTimeOverTheBytes) {
   EXPECT_NEAR((t.us - *t.us_per_byte() * t.bytes) / static_cast<double>(t.n), 2.0, 1e-9);
   ReadTiming later = t;
   later.add(3000.0, 9.0);
-  const ReadTiming one = later - t;
-  EXPECT_EQ(one.n, 1U);
+  later.add(9000.0, 10.5);
+  const ReadTiming two = later - t;  // the window's delta: the two calls alone
+  EXPECT_EQ(two.n, 2U);
+  EXPECT_DOUBLE_EQ(two.bytes, 12000.0);
+  EXPECT_DOUBLE_EQ(two.us, 19.5);
+  ASSERT_TRUE(two.us_per_byte().has_value());
+  EXPECT_NEAR(*two.us_per_byte(), 1.5 / 6000.0, 1e-12);
+  ReadTiming one;
+  one.add(3000.0, 9.0);
   EXPECT_FALSE(one.us_per_byte().has_value());
   ReadTiming same;
   same.add(1448.0, 1.0);
@@ -937,46 +944,58 @@ TEST(TcpRecvmsg, ReadTimingFitsTheTimeOverTheBytes) {
 
 // A copying call is timed from its start to its return (RunResult::reader.timed; the run JSON's
 // tcp_reader read_us, read_ns_per_byte, read_intercept_us), as scripts/sleep-cycle.sh times the
-// kernel's read(): every copying call once, each at least as long as its own copy. A non-blocking
-// call (iperf3's) returns after the release_sock that ends it, so work only release_sock and the
-// copy do grows the calls' time by that work: here an skb's hand-over between the CPUs, which
-// the reader pays once for each skb the softirq queued (with offloads off, each segment), in the
-// backlog's tcp_v4_do_rcv or in the copy: the calls grow by about that much a segment. (A
-// blocking call also holds its waits for data.)
+// kernel's read(): every copying call once, with or without the system calls' own price
+// (cpu.syscall_us); together at least as long as their copies, and never longer than the
+// reader's CPU was busy (a sleep is not in a call). A non-blocking call (iperf3's) returns after
+// the release_sock that ends it, so work only release_sock and the copy do grows the calls' time
+// by that work: here an skb's hand-over between the CPUs, which the reader pays once for each
+// skb the softirq queued (with offloads off, each segment), in the backlog's tcp_v4_do_rcv or in
+// the copy: the calls grow by about that much a segment.
 TEST(TcpRecvmsg, AReadIsTimedToItsReturnAfterItsRelease_sock) {
   const Scenario sc = measured_vm_scenario("direct-off-1000mbps", 0.05, 0.01);
   for (const bool nonblocking : {true, false}) {
-    SCOPED_TRACE(nonblocking ? "nonblocking" : "blocking");
-    const ScenarioSpec base = with_reader(sc.spec, nonblocking);
-    const RunResult r = run_scenario(base);
-    const ReadTiming& t = r.reader.timed;
-    ASSERT_GT(r.reader.reads_copying, 40U);
-    // (a call across the window's edge may be counted by one and not the other)
-    EXPECT_NEAR(static_cast<double>(t.n), static_cast<double>(r.reader.reads_copying), 2.0);
-    EXPECT_GT(t.us, t.bytes * static_cast<double>(base.cost.copy_to_user_fs_per_byte) / 1e9);
-    Scenario as_run = sc;
-    as_run.spec = base;
-    const nlohmann::ordered_json j = result_json(as_run, r, false).at("tcp_reader");
-    EXPECT_EQ(j.at("timed_reads").get<std::uint64_t>(), t.n);
-    EXPECT_NEAR(j.at("read_us").get<double>(), t.us / static_cast<double>(t.n), 1e-3);
-    if (const std::optional<double> slope = t.us_per_byte()) {
-      EXPECT_NEAR(j.at("read_ns_per_byte").get<double>(), *slope * 1000.0, 1e-4);
-      EXPECT_NEAR(j.at("read_intercept_us").get<double>(),
-                  (t.us - *slope * t.bytes) / static_cast<double>(t.n), 1e-3);
-    } else {
-      EXPECT_TRUE(j.at("read_ns_per_byte").is_null());
+    for (const bool syscalls : {true, false}) {
+      SCOPED_TRACE(std::string(nonblocking ? "nonblocking" : "blocking") +
+                   (syscalls ? ", system calls priced" : ", system calls unpriced"));
+      ScenarioSpec base = with_reader(sc.spec, nonblocking);
+      if (!syscalls) {
+        base.cost.syscall_ps = 0;
+      }
+      const RunResult r = run_scenario(base);
+      const ReadTiming& t = r.reader.timed;
+      ASSERT_GT(r.reader.reads_copying, 40U);
+      // (a call across the window's edge may be counted by one and not the other)
+      EXPECT_NEAR(static_cast<double>(t.n), static_cast<double>(r.reader.reads_copying), 2.0);
+      EXPECT_GT(t.us, t.bytes * static_cast<double>(base.cost.copy_to_user_fs_per_byte) / 1e9);
+      const HostResult& h = r.hosts.front();
+      const double busy_us =
+          h.cpu_busy_pct.at(base.flows.front().receiver_cpu) / 100.0 * base.duration_s * 1e6;
+      EXPECT_LT(t.us, busy_us + 2 * t.us / static_cast<double>(t.n));
+      Scenario as_run = sc;
+      as_run.spec = base;
+      const nlohmann::ordered_json j = result_json(as_run, r, false).at("tcp_reader");
+      EXPECT_EQ(j.at("timed_reads").get<std::uint64_t>(), t.n);
+      EXPECT_NEAR(j.at("read_us").get<double>(), t.us / static_cast<double>(t.n), 1e-3);
+      if (const std::optional<double> slope = t.us_per_byte()) {
+        EXPECT_NEAR(j.at("read_ns_per_byte").get<double>(), *slope * 1000.0, 1e-4);
+        EXPECT_NEAR(j.at("read_intercept_us").get<double>(),
+                    (t.us - *slope * t.bytes) / static_cast<double>(t.n), 1e-3);
+      } else {
+        EXPECT_TRUE(j.at("read_ns_per_byte").is_null());
+        EXPECT_TRUE(j.at("read_intercept_us").is_null());
+      }
+      if (!nonblocking) {
+        continue;
+      }
+      ScenarioSpec dear = base;
+      constexpr double kHandoverUs = 0.5;
+      dear.cost.skb_handover_ps = static_cast<std::int64_t>(kHandoverUs * 1e6);
+      const ReadTiming& dt = run_scenario(dear).reader.timed;
+      const double segments =
+          std::min(t.bytes, dt.bytes) / static_cast<double>(sc.spec.flows.front().mss);
+      // (timed to the end of the copy alone, the calls grew by about 0.23 us a segment here)
+      EXPECT_GT(dt.us - t.us, 0.8 * kHandoverUs * segments);
     }
-    if (!nonblocking) {
-      continue;
-    }
-    ScenarioSpec dear = base;
-    constexpr double kHandoverUs = 0.5;
-    dear.cost.skb_handover_ps = static_cast<std::int64_t>(kHandoverUs * 1e6);
-    const ReadTiming& dt = run_scenario(dear).reader.timed;
-    const double segments =
-        std::min(t.bytes, dt.bytes) / static_cast<double>(sc.spec.flows.front().mss);
-    // (timed to the end of the copy alone, the calls grew by about 0.23 us a segment here)
-    EXPECT_GT(dt.us - t.us, 0.8 * kHandoverUs * segments);
   }
 }
 
