@@ -191,12 +191,10 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
     // mean, and the least-squares line over the bytes each returned (null: too few to say).
     const ReadTiming& rt = r.reader.timed;
     const std::optional<double> slope = rt.us_per_byte();
-    const double n = static_cast<double>(rt.n);
     reader["timed_reads"] = rt.n;
-    reader["read_us"] = rt.n == 0 ? J(nullptr) : J(round_to(rt.us / n, 3));
+    reader["read_us"] = rt.n == 0 ? J(nullptr) : J(round_to(rt.us / static_cast<double>(rt.n), 3));
     reader["read_ns_per_byte"] = slope ? J(round_to(*slope * 1000.0, 4)) : J(nullptr);
-    reader["read_intercept_us"] =
-        slope ? J(round_to((rt.us - *slope * rt.bytes) / n, 3)) : J(nullptr);
+    reader["read_intercept_us"] = slope ? J(round_to(rt.intercept_us(*slope), 3)) : J(nullptr);
     out["tcp_reader"] = std::move(reader);
     // The sending applications' writes, timed as scripts/write-gaps.sh and write-copy.sh time
     // the kernel's (WriterStats): mean microseconds (null: none timed), and how many of each.

@@ -242,18 +242,18 @@ void charge_unlocked(Net& net, TcpSock& s, Sym sym) {
 
 // The reader's copying call that has not returned yet returns now (ReadTiming).
 void close_read(Net& net, TcpSock& s) {
-  if (s.open_read_ps < 0) {
+  if (s.open_read_bytes == 0) {
     return;
   }
-  const std::int64_t d = net.engine().task_clock() - s.open_read_ps;
+  const std::int64_t d = net.engine().task_clock() - s.call_start_ps;
   s.stats.reader.timed.add(static_cast<double>(s.open_read_bytes), static_cast<double>(d) / 1e6);
-  s.open_read_ps = -1;
+  s.open_read_bytes = 0;
 }
 
-// A copying call of `bytes` ends its copying; it returns once its release_sock has run: at the
-// process's next call, or, when the reader goes to sleep, once no release is pending.
+// A copying call of `bytes` (at least one) ends its copying; it returns once its release_sock
+// has run: at the process's next call, or, when the reader goes to sleep, once no release is
+// pending. Its start stays in call_start_ps until then: only the next call moves it.
 void open_read(TcpSock& s, std::uint64_t bytes) noexcept {
-  s.open_read_ps = s.call_start_ps;
   s.open_read_bytes = bytes;
 }
 

@@ -110,6 +110,10 @@ struct ReadTiming {
     }
     return (nd * bytes_us - bytes * us) / den;
   }
+  // The line's time at zero bytes, in microseconds, for the slope `us_per_byte` gave.
+  double intercept_us(double slope) const noexcept {
+    return (us - slope * bytes) / static_cast<double>(n);
+  }
 };
 
 // The receiving application's calls, as scripts/rcv-cadence.sh counts the kernel's: read() or
@@ -376,10 +380,9 @@ struct TcpSock {
   SkbQueue backlog;
   std::int64_t backlog_len = 0;  // sk_backlog.len: truesize added since __release_sock last ended
   bool release_pending = false;
-  // Timing the reader's calls (ReadTiming): the current call's start, and the copying call that
-  // has not returned yet (its start, -1: none, and its bytes).
+  // Timing the reader's calls (ReadTiming): the current call's start, and the bytes of the
+  // copying call that has not returned yet (0: none; it started at call_start_ps).
   std::int64_t call_start_ps = 0;
-  std::int64_t open_read_ps = -1;
   std::uint64_t open_read_bytes = 0;
   bool in_release = false;
   bool in_bh = false;
