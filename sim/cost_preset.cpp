@@ -55,7 +55,7 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
                            "idle_wake_us", "idle_wake_blocked_us", "halt_poll_max_us",
                            "idle_wake_spread", "idle_poll_us", "idle_poll_wake_us", "syscall_us",
                            "ipi_send_us", "ipi_send_blocked_us", "idle_exit_blocked_us",
-                           "idle_period_us", "skb_handover_ns"});
+                           "idle_exit_slowdown", "idle_period_us", "skb_handover_ns"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
@@ -117,6 +117,15 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   if (const auto w = cpu.optional_child("idle_exit_blocked_us")) {
     const ParamBounds b = p.bounds("idle_exit_blocked_us");
     p.idle_exit_blocked_us_ = valued(*w, b.lo, b.hi);
+  }
+  if (const auto w = cpu.optional_child("idle_exit_slowdown")) {
+    if (p.idle_exit_blocked_us_ <= 0) {
+      w->fail(
+          "expected \"idle_exit_blocked_us\" above 0 with \"idle_exit_slowdown\" (how much "
+          "slower the work after a long halt's exit runs until that exit's cost is paid), got no "
+          "exit cost");
+    }
+    p.idle_exit_slowdown_ = valued(*w, 0, 100);
   }
   const JsonReader calls = root.child("calls");
   calls.reject_unknown_keys({"scale", "group_scales", "default_cycles", "symbols"});
@@ -204,6 +213,7 @@ CostModel CostPreset::model() const {
   m.ipi_send_blocked_ps = std::llround(ipi_send_blocked_us_ * 1e6);
   m.call_ps[index(Sym::kSendIpiBlocked)] = m.ipi_send_blocked_ps;
   m.idle_exit_blocked_ps = std::llround(idle_exit_blocked_us_ * 1e6);
+  m.idle_exit_slowdown = idle_exit_slowdown_;
   m.call_ps[index(Sym::kIdleExit)] = m.idle_exit_blocked_ps;
   m.idle_period_ps = std::llround(idle_period_us_ * 1e6);
   m.call_ps[index(Sym::kScheduleIdle)] = m.idle_period_ps;

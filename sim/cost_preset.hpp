@@ -74,6 +74,7 @@ class CostPreset {
   double ipi_send_us_ = 0;  // 0: smp_send_reschedule's cycles
   double ipi_send_blocked_us_ = 0;  // 0: an IPI to a blocked vCPU costs no more
   double idle_exit_blocked_us_ = 0;
+  double idle_exit_slowdown_ = 0;
   double idle_period_us_ = 0;
   double skb_handover_ns_ = 0;
   nlohmann::ordered_json doc_;

@@ -92,6 +92,7 @@ void Cpu::dispatch(bool after_halt) {
       idle_periods_owed_ += charge_periods_ ? 1U : 0U;
       if (charge_after_ >= 0 && e.now_ - idle_since_ > charge_after_) {
         idle_exit_owed_ = true;
+        exit_debt_ = slowdown_ > 0 ? exit_ps_ : 0;
       }
     }
     if ((idle_exit_owed_ || idle_periods_owed_ > 0) && exit_ctx_ == nullptr &&
@@ -99,7 +100,14 @@ void Cpu::dispatch(bool after_halt) {
       exit_ctx_ = t.ctx;  // the first task the halt's end runs pays, once the CPU has no more
     }
     e.current_ = t.ctx;
+    const bool slowed = exit_debt_ > 0;
+    if (slowed) {
+      t.ctx->ledger().set_slowdown(&exit_debt_, slowdown_);
+    }
     t.run();
+    if (slowed) {
+      t.ctx->ledger().clear_slowdown();
+    }
     e.current_ = nullptr;
     const Time cost = t.ctx->ledger().take_pending_ps();
     busy_ps_ += cost;
@@ -138,7 +146,10 @@ void Cpu::dispatch(bool after_halt) {
            for (std::uint32_t i = 0; i < periods; ++i) {
              ctx->ledger().record(Work{.sym = Sym::kScheduleIdle});
            }
-           if (blocked) {
+           if (blocked && slowdown_ > 0) {
+             // What the work since the exit has not already paid in slowing down.
+             ctx->ledger().record_priced(Work{.sym = Sym::kIdleExit}, std::exchange(exit_debt_, 0));
+           } else if (blocked) {
              ctx->ledger().record(Work{.sym = Sym::kIdleExit});
            }
          }});

@@ -117,8 +117,17 @@ class Cpu {
   // from a long halt about 5 us after sched_wakeup (docs/measure.md, "Wake-up latency"): what
   // leaving idle costs beyond that (caches refilled, the tick restarted) slows the work that
   // follows rather than delaying it; the model keeps that work's timing and the CPU's busy time
-  // whole. Negative: none (default).
+  // whole (slow_after_idle_exits: the work slowed instead). Negative: none (default).
   void charge_idle_exits_after(Time min_halt) noexcept { charge_after_ = min_halt; }
+  // With a slowdown above 0, such an exit's cost (`exit_ps`, the preset's
+  // cpu.idle_exit_blocked_us) slows the work that follows instead: every call the CPU runs after
+  // the exit costs `slowdown` times its price more until the excess adds up to `exit_ps`
+  // (CostModel::idle_exit_slowdown); the tick_nohz_idle_exit charged before the next halt holds
+  // what is left. The CPU's busy time is the same; the work's timing is not.
+  void slow_after_idle_exits(Time exit_ps, double slowdown) noexcept {
+    exit_ps_ = exit_ps;
+    slowdown_ = slowdown;
+  }
   // From then on, every exit from the idle loop records one schedule_idle call
   // (cpu.idle_period_us: the idle period's own work), charged as a long halt's
   // tick_nohz_idle_exit is, and with it when both are owed (exits whose halts ended in
@@ -152,6 +161,9 @@ class Cpu {
   bool idle_exit_owed_ = false;    // a long halt ended; charged before the CPU halts again
   std::uint32_t idle_periods_owed_ = 0;  // idle periods ended since the last charge; likewise
   ExecCtx* exit_ctx_ = nullptr;  // to the first task (not a switch-in) that the halt's end ran
+  Time exit_ps_ = 0;             // slow_after_idle_exits
+  double slowdown_ = 0;
+  std::int64_t exit_debt_ = 0;  // what the last long halt's exit has still to cost
   std::uint64_t idle_exits_ = 0;
 };
 

@@ -128,6 +128,7 @@ Host& Net::add_host(const std::string& name, std::uint32_t cpus, std::uint32_t c
       // Exits after halts the host no longer polls: KVM blocked the vCPU's thread
       // (kvm_vcpu_halt past halt_poll_ns), as idle_wake() has it.
       h->cpus.back()->charge_idle_exits_after(model_.halt_poll_max_ps);
+      h->cpus.back()->slow_after_idle_exits(model_.idle_exit_blocked_ps, model_.idle_exit_slowdown);
     }
     if (model_.idle_period_ps > 0) {
       h->cpus.back()->charge_idle_periods();

@@ -889,6 +889,60 @@ TEST(IdleExit, TheFitRecoversItFromThePacedRows) {
   EXPECT_LT(f.rms_pct, 1.0);
 }
 
+// cpu.idle_exit_slowdown reaches the cost model as it is; it needs the exit's cost it spreads, and
+// a negative one is an error naming its path.
+TEST(IdleExit, TheSlowdownNeedsTheExitsCostAndReachesTheCostModel) {
+  nlohmann::ordered_json doc = modern_doc();
+  doc["cpu"].erase("idle_exit_blocked_us");
+  doc["cpu"]["idle_exit_slowdown"] = {{"value", 0.6}, {"source", "a measurement"}};
+  Loaded l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted without idle_exit_blocked_us";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_exit_slowdown: expected \"idle_exit_blocked_us\"", 0),
+            0U)
+      << l.error;
+  doc["cpu"]["idle_exit_blocked_us"] = {{"value", 10}, {"source", "a fit"}};
+  l = load_doc(doc);
+  ASSERT_TRUE(l.preset) << l.error;
+  EXPECT_EQ(l.preset->model().idle_exit_slowdown, 0.6);
+  EXPECT_EQ(modern().model().idle_exit_slowdown, 0);
+  doc["cpu"]["idle_exit_slowdown"]["value"] = -0.5;
+  l = load_doc(doc);
+  EXPECT_FALSE(l.preset) << "accepted";
+  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_exit_slowdown", 0), 0U) << l.error;
+}
+
+// At 1000 Mbit/s the reader's CPU halts past the polling window between writes. With the exit's
+// cost slowing the work after it, the reader's calls take longer (the kernel's first read() after
+// such a halt does: docs/measure.md, "Work after a long halt, slowed"), the exit's own charge
+// shrinks to what that work left, and the CPUs' busy time stays about the same (the timing moves
+// the counts a little, not the prices).
+TEST(IdleExit, ASlowedExitSlowsThePacedReaderNotTheCpuTime) {
+  CostPreset p = modern();
+  p.set("idle_exit_blocked_us", 10);
+  const RunResult lump = run_scenario(measured("direct-on-1000mbps", p, 0.05).spec);
+  nlohmann::ordered_json doc = p.to_json(nlohmann::ordered_json::object());
+  doc["cpu"]["idle_exit_slowdown"] = {{"value", 1.0}, {"source", "a test"}};
+  const Loaded l = load_doc(doc);
+  ASSERT_TRUE(l.preset) << l.error;
+  const RunResult slowed = run_scenario(measured("direct-on-1000mbps", *l.preset, 0.05).spec);
+  const auto read_us = [](const RunResult& r) {
+    return r.reader.timed.us / static_cast<double>(r.reader.timed.n);
+  };
+  ASSERT_GT(lump.reader.timed.n, 20U);
+  ASSERT_GT(slowed.reader.timed.n, 20U);
+  // About one copying call per write, each after a long halt: slower by some of the exit's 10 us
+  // (the switch-in and select() before it pay a part), never by more.
+  EXPECT_GT(read_us(slowed), read_us(lump) + 2);
+  EXPECT_LT(read_us(slowed), read_us(lump) + 10);
+  const LedgerCell& exits = cell(host_m(slowed), Sym::kIdleExit);
+  EXPECT_GT(exits.calls, 60U);
+  EXPECT_LT(exits.cost_ps, static_cast<std::int64_t>(exits.calls) * 10 * kPsPerUs / 2);
+  const auto busy = [](const RunResult& r) {
+    return static_cast<double>(r.total_busy_ps) / static_cast<double>(r.total_bytes_received);
+  };
+  EXPECT_NEAR(busy(slowed) / busy(lump), 1.0, 0.05);
+}
+
 // ---- an idle period's own work (cpu.idle_period_us)
 // ----------------------------------------------
 

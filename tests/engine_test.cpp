@@ -436,6 +436,59 @@ TEST_F(CpuFixture, IdleExitAfterALongHaltIsChargedToTheTaskEndingItAfterItsWork)
   EXPECT_EQ(proc.ledger().total().cost_ps + soft.ledger().total().cost_ps, cpu.busy_ps());
 }
 
+// With a slowdown (cpu.idle_exit_slowdown), a long halt's exit slows the work after it instead of
+// following it: each call costs `slowdown` times its price more, the excess charged to that call,
+// until the excess reaches the exit's price. The CPU's busy time is what it was without the
+// slowdown; the work's timing is not (the hand-off comes later, the halt no later).
+TEST_F(CpuFixture, ALongHaltsExitSlowsTheWorkAfterItUntilItsCostIsPaid) {
+  cpu.charge_idle_exits_after(500);
+  cpu.slow_after_idle_exits(/*exit_ps=*/150, /*slowdown=*/1.0);
+  Time handed = -1;
+  Time second_start = -1;
+  engine.at(1000, [&] {  // halted 1000 ps
+    cpu.submit({&proc, [&] {
+                  charge(proc, 1);  // 100 ps at twice: 200, 50 left to pay
+                  engine.after_task([&] {
+                    handed = engine.now();
+                    cpu.submit({&soft, [&] {
+                                  second_start = engine.now();
+                                  charge(soft, 2);  // 150 and 100: the last 50 paid
+                                }});
+                  });
+                }});
+  });
+  engine.at(1800, [&] { cpu.submit(task(proc2, "after a short halt", 1)); });  // 1450..1800
+  engine.run_until(10'000);
+  EXPECT_EQ(handed, 1200);
+  EXPECT_EQ(second_start, 1200);
+  ASSERT_EQ(runs.size(), 1U);
+  EXPECT_EQ(runs[0].start, 1800);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIpRcv).cost_ps, 200);
+  EXPECT_EQ(soft.ledger().cell(Sym::kIpRcv).cost_ps, 250);
+  EXPECT_EQ(proc2.ledger().cell(Sym::kIpRcv).cost_ps, 100);  // a short halt slows nothing
+  // The exit is still counted, with nothing left to charge.
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 1U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).cost_ps, 0);
+  EXPECT_EQ(cpu.busy_ps(), 550);  // three calls at 100, the exit's 150, one call after 1800
+  EXPECT_EQ(proc.ledger().total().cost_ps + soft.ledger().total().cost_ps +
+                proc2.ledger().total().cost_ps,
+            cpu.busy_ps());
+}
+
+// What the work has not paid when the CPU halts again is charged then, as the exit.
+TEST_F(CpuFixture, WhatTheSlowedWorkLeftOfTheExitIsChargedBeforeTheNextHalt) {
+  cpu.charge_idle_exits_after(500);
+  cpu.slow_after_idle_exits(/*exit_ps=*/500, /*slowdown=*/0.5);
+  engine.at(1000, [&] { cpu.submit(task(proc, "after a long halt", 2)); });  // 2 x 150
+  engine.at(5000, [&] { cpu.submit(task(proc, "after another", 1)); });
+  engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 2U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIpRcv).cost_ps, 300 + 150);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 2U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).cost_ps, 400 + 450);  // the rest of each exit
+  EXPECT_EQ(cpu.busy_ps(), 300 + 2 * 500);  // the same as without the slowdown
+}
+
 // A halt ended by the scheduler switching a woken task in: the switch-in (IPI, __schedule)
 // hands over at once and pays nothing for the exit; the woken task pays, after its work, so it
 // starts when the kernel's would (about 5 us after sched_wakeup; docs/measure.md).

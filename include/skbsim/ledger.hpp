@@ -13,8 +13,10 @@
 // that calls pskb_expand_head records a kSkbCow Work with no bytes and pskb_expand_head records
 // the copy, as a profiler's self time would show them.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "skbsim/symbols.hpp"
 
@@ -105,6 +107,11 @@ struct CostModel {
   // worked on last (Ledger::record with `handover`): the sk_buff's and its shared info's cache
   // lines come over from that CPU. As time. 0: not priced.
   std::int64_t skb_handover_ps = 0;
+  // How much slower a CPU works after a halt longer than halt_poll_max_ps, until it has spent
+  // idle_exit_blocked_ps more than the work itself: each call's price times (1 + this), the
+  // excess charged to the call. What is left of idle_exit_blocked_ps when the CPU halts again is
+  // charged then, as kIdleExit. 0: all of it then, none slows the work (the default).
+  double idle_exit_slowdown = 0;
 
   // The symbols whose `copied` bytes go from an skb into a reader's buffer: 6.x
   // skb_copy_datagram_iter's _copy_to_iter (2.6.20 memcpy_toiovec).
@@ -152,12 +159,35 @@ class Ledger {
     c.frees += w.free_bytes > 0 ? 1U : 0U;
     c.free_bytes += w.free_bytes;
     if (model_ != nullptr) {
-      const std::int64_t ps = model_->price(w);
+      std::int64_t ps = model_->price(w);
+      if (slow_debt_ != nullptr && *slow_debt_ > 0) {
+        ps += slowed(ps);
+      }
       c.cost_ps += ps;
       pending_ps_ += ps;
       last_ps_ = ps;
     }
   }
+  // One call of `w.sym` at the price `ps` (its bytes are counted, not priced): what is left of a
+  // cost spread over other calls.
+  void record_priced(const Work& w, std::int64_t ps) noexcept {
+    const CostModel* m = std::exchange(model_, nullptr);
+    record(w);
+    model_ = m;
+    if (model_ != nullptr) {
+      cells_[index(w.sym)].cost_ps += ps;
+      pending_ps_ += ps;
+      last_ps_ = ps;
+    }
+  }
+  // From now until clear_slowdown(), every call costs `slowdown` times its price more, taken out
+  // of `*debt` until that is spent (the CPU's owed exit after a halt: CostModel's
+  // idle_exit_slowdown).
+  void set_slowdown(std::int64_t* debt, double slowdown) noexcept {
+    slow_debt_ = debt;
+    slowdown_ = slowdown;
+  }
+  void clear_slowdown() noexcept { slow_debt_ = nullptr; }
   // The same, and forwards it to the trace sink when the skb it acted on is traced. With
   // `handover` the work is the first on its skb since another CPU's: the work's cell counts a
   // hand-over and, with a model, carries CostModel::skb_handover_ps on top of the work's price.
@@ -168,9 +198,13 @@ class Ledger {
       LedgerCell& c = cells_[index(w.sym)];
       ++c.handovers;
       if (model_ != nullptr) {
-        c.cost_ps += model_->skb_handover_ps;
-        pending_ps_ += model_->skb_handover_ps;
-        last_ps_ += model_->skb_handover_ps;
+        std::int64_t ps = model_->skb_handover_ps;
+        if (slow_debt_ != nullptr && *slow_debt_ > 0) {
+          ps += slowed(ps);
+        }
+        c.cost_ps += ps;
+        pending_ps_ += ps;
+        last_ps_ += ps;
       }
     }
     if (traced && trace_ != nullptr) {
@@ -194,11 +228,21 @@ class Ledger {
   void clear() noexcept;
 
  private:
+  // The excess of a call priced `ps` while slowed, taken out of the debt.
+  std::int64_t slowed(std::int64_t ps) noexcept {
+    const std::int64_t extra =
+        std::min(*slow_debt_, static_cast<std::int64_t>(static_cast<double>(ps) * slowdown_));
+    *slow_debt_ -= extra;
+    return extra;
+  }
+
   std::array<LedgerCell, kSymCount> cells_{};
   const CostModel* model_ = nullptr;
   TraceSink* trace_ = nullptr;
   std::int64_t pending_ps_ = 0;
   std::int64_t last_ps_ = 0;
+  std::int64_t* slow_debt_ = nullptr;
+  double slowdown_ = 0;
 };
 
 }  // namespace skbsim
