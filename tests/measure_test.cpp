@@ -1741,6 +1741,33 @@ TEST(MeasureReport, LinesProbeScriptCorrelatesTheRuns) {
             "  CPU-sides after a sleep within 1.5x their hot pass: 2 of 12\n");
 }
 
+// scripts/cold-reads.sh --compare: the first call after a long halt of one output against the
+// warm line of another, at the first call's size (docs/measure.md, "Work after a long halt,
+// slowed"): 3 us + 0.05 ns/B x 100 000 B = 8 us against 15 us. Outputs without those lines are
+// an error, not a ratio.
+TEST(MeasureReport, ColdReadsCompareHoldsTheFirstCallAgainstTheWarmLine) {
+  TempDir tmp;
+  std::ofstream(tmp.path() / "cold.txt")
+      << "warm line: 0.2000 ns/B, intercept 1.000 us, over 40 calls\n"
+         "first after a long halt: 100 calls, 100000 bytes, 15.000 us: 0.700 times the warm line\n";
+  std::ofstream(tmp.path() / "warm.txt")
+      << "warm line: 0.0500 ns/B, intercept 3.000 us, over 1000 calls\n"
+         "first after a long halt: 5 calls, 131072 bytes, 50.000 us: 5.000 times the warm line\n";
+  std::ofstream(tmp.path() / "empty.txt") << "";
+  const auto script = skbsim::testing::run_batch(
+      "bash", kSource,
+      {{"scripts/cold-reads.sh", "--compare", (tmp.path() / "cold.txt").string(),
+        (tmp.path() / "warm.txt").string()},
+       {"scripts/cold-reads.sh", "--compare", (tmp.path() / "warm.txt").string(),
+        (tmp.path() / "empty.txt").string()}});
+  ASSERT_EQ(script[0].exit_code, 0) << script[0].err;
+  EXPECT_EQ(script[0].out,
+            "the first call after a long halt, 100000 bytes: 15.000 us against the warm line's "
+            "8.000 us: 1.875 times (cpu.idle_exit_slowdown 0.875)\n");
+  EXPECT_NE(script[1].exit_code, 0);
+  EXPECT_NE(script[1].err.find("cold-reads:"), std::string::npos) << script[1].err;
+}
+
 // --compare at the set's speed: a campaign whose speed probe's ALU step took a quarter longer than
 // the set's (1.25 ns against 1.0) has its service demand divided by 1.25, its throughput unlimited
 // multiplied by it and its CPU unlimited left alone (the sender's CPU is saturated either way); at
