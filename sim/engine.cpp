@@ -100,7 +100,9 @@ void Cpu::dispatch(bool after_halt) {
       exit_ctx_ = t.ctx;  // the first task the halt's end runs pays, once the CPU has no more
     }
     e.current_ = t.ctx;
-    const bool slowed = exit_debt_ > 0;
+    // The switch-in that ends the halt is not slowed: the wake-up latencies measured to the
+    // woken task's start hold it as it ran (its charges are taken off them at their price).
+    const bool slowed = exit_debt_ > 0 && !t.ctx->switches_in();
     if (slowed) {
       t.ctx->ledger().set_slowdown(&exit_debt_, slowdown_);
     }
@@ -143,12 +145,14 @@ void Cpu::dispatch(bool after_halt) {
     queues_[static_cast<std::size_t>(ctx->level())].push_back(
         {ctx, [this, ctx, periods, blocked] {
            leaving_idle_ = true;
+           // What the work since the exit has not already paid in slowing down (this task's own
+           // records are not slowed: it runs with the debt taken).
+           const std::int64_t rest = std::exchange(exit_debt_, 0);
            for (std::uint32_t i = 0; i < periods; ++i) {
              ctx->ledger().record(Work{.sym = Sym::kScheduleIdle});
            }
            if (blocked && slowdown_ > 0) {
-             // What the work since the exit has not already paid in slowing down.
-             ctx->ledger().record_priced(Work{.sym = Sym::kIdleExit}, std::exchange(exit_debt_, 0));
+             ctx->ledger().record_priced(Work{.sym = Sym::kIdleExit}, rest);
            } else if (blocked) {
              ctx->ledger().record(Work{.sym = Sym::kIdleExit});
            }

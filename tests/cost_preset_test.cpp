@@ -908,7 +908,9 @@ TEST(IdleExit, TheSlowdownNeedsTheExitsCostAndReachesTheCostModel) {
   doc["cpu"]["idle_exit_slowdown"]["value"] = -0.5;
   l = load_doc(doc);
   EXPECT_FALSE(l.preset) << "accepted";
-  EXPECT_EQ(l.error.rfind("p.json: /cpu/idle_exit_slowdown", 0), 0U) << l.error;
+  EXPECT_EQ(
+      l.error.rfind("p.json: /cpu/idle_exit_slowdown/value: expected a number in [0, 100]", 0), 0U)
+      << l.error;
 }
 
 // At 1000 Mbit/s the reader's CPU halts past the polling window between writes. With the exit's
@@ -941,6 +943,7 @@ TEST(IdleExit, ASlowedExitSlowsThePacedReaderNotTheCpuTime) {
     return static_cast<double>(r.total_busy_ps) / static_cast<double>(r.total_bytes_received);
   };
   EXPECT_NEAR(busy(slowed) / busy(lump), 1.0, 0.05);
+  EXPECT_EQ(slowed.total_busy_ps, slowed.total_ledger_ps);  // every slowed call's excess charged
 }
 
 // ---- an idle period's own work (cpu.idle_period_us)

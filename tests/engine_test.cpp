@@ -483,10 +483,41 @@ TEST_F(CpuFixture, WhatTheSlowedWorkLeftOfTheExitIsChargedBeforeTheNextHalt) {
   engine.at(5000, [&] { cpu.submit(task(proc, "after another", 1)); });
   engine.run_until(10'000);
   ASSERT_EQ(runs.size(), 2U);
+  EXPECT_EQ(runs[1].start, 5000);
   EXPECT_EQ(proc.ledger().cell(Sym::kIpRcv).cost_ps, 300 + 150);
   EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).calls, 2U);
   EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).cost_ps, 400 + 450);  // the rest of each exit
   EXPECT_EQ(cpu.busy_ps(), 300 + 2 * 500);  // the same as without the slowdown
+}
+
+// The scheduler's switch-in that ends a long halt runs at its price (the measured wake-up
+// latencies hold it as it ran); the woken task it hands to is slowed. The task that charges what is
+// left of the exit does not slow its own idle period (a time measured in that state).
+TEST_F(CpuFixture, TheSwitchInIsNotSlowedTheWokenTaskIs) {
+  cpu.charge_idle_exits_after(500);
+  cpu.charge_idle_periods();
+  cpu.slow_after_idle_exits(/*exit_ps=*/400, /*slowdown=*/1.0);
+  ExecCtx sched{"sched", cpu, Level::kProcess, &model};
+  sched.set_switches_in(true);
+  Time woken_start = -1;
+  engine.at(1000, [&] {
+    cpu.submit({&sched, [&] {
+                  charge(sched, 1);
+                  engine.after_task([&] {
+                    cpu.submit_next({&proc, [&] {
+                                       woken_start = engine.now();
+                                       charge(proc, 1);
+                                     }});
+                  });
+                }});
+  });
+  engine.run_until(10'000);
+  EXPECT_EQ(woken_start, 1100);
+  EXPECT_EQ(sched.ledger().cell(Sym::kIpRcv).cost_ps, 100);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIpRcv).cost_ps, 200);
+  EXPECT_EQ(proc.ledger().cell(Sym::kScheduleIdle).cost_ps, 100);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).cost_ps, 300);
+  EXPECT_EQ(cpu.busy_ps(), 100 + 200 + 100 + 300);  // the same as unslowed: 3 calls, 1 exit
 }
 
 // A halt ended by the scheduler switching a woken task in: the switch-in (IPI, __schedule)

@@ -120,6 +120,44 @@ TEST(CostModel, PriceArithmetic) {
   EXPECT_EQ(m.price({.sym = Sym::kKmalloc, .alloc_bytes = 2048, .free_bytes = 512}), 0);
 }
 
+// With a slowdown set (a long halt's exit owed: CostModel::idle_exit_slowdown) a call costs that
+// many times its price more, the excess in its own cell, the pending time and what the trace sink
+// is told, until the debt is spent; the time-priced costs measured in that state already are not
+// slowed. record_priced counts a call and its bytes at the price it is given, slowed or not.
+TEST(Ledger, ASlowdownChargesItsExcessToTheCallsUntilTheDebtIsPaid) {
+  struct Sink : TraceSink {
+    std::int64_t last = 0;
+    void on_work(const Work&, std::int64_t cost_ps, std::uint64_t) override { last = cost_ps; }
+  } sink;
+  CostModel m = round_model();
+  m.call_ps[index(Sym::kSendIpiBlocked)] = 5000;
+  m.skb_handover_ps = 200;
+  Ledger l(&m);
+  l.set_trace_sink(&sink);
+  std::int64_t debt = 1500;
+  l.set_slowdown(&debt, 0.5);
+  l.record({.sym = Sym::kSendIpiBlocked});  // measured as time: 5000, not slowed
+  EXPECT_EQ(debt, 1500);
+  l.record({.sym = Sym::kSkbCopyBits}, true, 1, true);  // 1000 + 500, hand-over 200 + 100
+  EXPECT_EQ(sink.last, 1800);
+  EXPECT_EQ(debt, 900);
+  l.record({.sym = Sym::kSkbCopyBits, .copied = 8000});  // 3000 + 1500, of which 900 is left
+  EXPECT_EQ(debt, 0);
+  l.record({.sym = Sym::kSkbCopyBits});  // paid: 1000
+  l.clear_slowdown();
+  EXPECT_EQ(l.cell(Sym::kSkbCopyBits).cost_ps, 1800 + 3900 + 1000);
+  EXPECT_EQ(l.cell(Sym::kSendIpiBlocked).cost_ps, 5000);
+  l.record_priced({.sym = Sym::kIdleExit, .copied = 64}, 700);
+  EXPECT_EQ(l.cell(Sym::kIdleExit).calls, 1U);
+  EXPECT_EQ(l.cell(Sym::kIdleExit).copied, 64U);
+  EXPECT_EQ(l.cell(Sym::kIdleExit).cost_ps, 700);
+  EXPECT_EQ(l.take_pending_ps(), 5000 + 1800 + 3900 + 1000 + 700);
+  Ledger bare;
+  bare.record_priced({.sym = Sym::kIdleExit}, 700);  // without a model: counted, not priced
+  EXPECT_EQ(bare.cell(Sym::kIdleExit).calls, 1U);
+  EXPECT_EQ(bare.cell(Sym::kIdleExit).cost_ps, 0);
+}
+
 // A hand-over (the first work on an skb another CPU worked on last) is counted in that work's
 // cell and adds skb_handover_ps to its cost, the pending time and what the trace sink is told;
 // the work's own price is unchanged, and without a model only the count is kept.

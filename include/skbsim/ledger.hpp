@@ -113,6 +113,13 @@ struct CostModel {
   // charged then, as kIdleExit. 0: all of it then, none slows the work (the default).
   double idle_exit_slowdown = 0;
 
+  // Whether a call of `s` is slowed after a long halt's exit (idle_exit_slowdown): not the
+  // costs a preset gives as time measured in that state already (the IPI to a blocked vCPU, an
+  // idle period's own work) or that are the exit itself.
+  static constexpr bool slowed_after_exit(Sym s) noexcept {
+    return s != Sym::kSendIpiBlocked && s != Sym::kScheduleIdle && s != Sym::kIdleExit;
+  }
+
   // The symbols whose `copied` bytes go from an skb into a reader's buffer: 6.x
   // skb_copy_datagram_iter's _copy_to_iter (2.6.20 memcpy_toiovec).
   static constexpr bool copies_to_user(Sym s) noexcept {
@@ -160,7 +167,7 @@ class Ledger {
     c.free_bytes += w.free_bytes;
     if (model_ != nullptr) {
       std::int64_t ps = model_->price(w);
-      if (slow_debt_ != nullptr && *slow_debt_ > 0) {
+      if (slow_debt_ != nullptr && CostModel::slowed_after_exit(w.sym)) [[unlikely]] {
         ps += slowed(ps);
       }
       c.cost_ps += ps;
@@ -181,8 +188,8 @@ class Ledger {
     }
   }
   // From now until clear_slowdown(), every call costs `slowdown` times its price more, taken out
-  // of `*debt` until that is spent (the CPU's owed exit after a halt: CostModel's
-  // idle_exit_slowdown).
+  // of `*debt` (above 0) until that is spent (the CPU's owed exit after a halt: CostModel's
+  // idle_exit_slowdown; not the calls CostModel::slowed_after_exit leaves out).
   void set_slowdown(std::int64_t* debt, double slowdown) noexcept {
     slow_debt_ = debt;
     slowdown_ = slowdown;
@@ -199,7 +206,7 @@ class Ledger {
       ++c.handovers;
       if (model_ != nullptr) {
         std::int64_t ps = model_->skb_handover_ps;
-        if (slow_debt_ != nullptr && *slow_debt_ > 0) {
+        if (slow_debt_ != nullptr) [[unlikely]] {
           ps += slowed(ps);
         }
         c.cost_ps += ps;
@@ -228,11 +235,15 @@ class Ledger {
   void clear() noexcept;
 
  private:
-  // The excess of a call priced `ps` while slowed, taken out of the debt.
+  // The excess of a call priced `ps` while slowed, taken out of the debt; once that is paid the
+  // ledger stops looking.
   std::int64_t slowed(std::int64_t ps) noexcept {
     const std::int64_t extra =
         std::min(*slow_debt_, static_cast<std::int64_t>(static_cast<double>(ps) * slowdown_));
     *slow_debt_ -= extra;
+    if (*slow_debt_ <= 0) {
+      slow_debt_ = nullptr;
+    }
     return extra;
   }
 
