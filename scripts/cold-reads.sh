@@ -15,17 +15,26 @@
 #   e.g. bash scripts/cold-reads.sh /tmp/cr --topology direct --variant on --rate 1000 \
 #          --runs 1 --duration 3 --congestion-control cubic
 #
-# --compare takes two such printed outputs, a run at a fixed rate (its reader halts long between
-# writes) and one unlimited (it seldom does), and prints how much longer the first call after a
-# long halt took than the unlimited run's warm line gives for its size. OUT_DIR gets the
-# measurement and cold-reads.txt (bpftrace's maps). Name one configuration of
-# one run: the counting stops at the first stream's end. Exit codes: 0 measured; 1 a tool or the
-# run failed; 2 a bad skbsim measure flag.
+# --compare takes two such printed outputs (each run's summary.txt), a run at a fixed rate (its
+# reader halts long between writes) and one unlimited (it seldom does), and prints how much longer
+# the first call after a long halt took than the unlimited run's warm line gives for its size.
+# OUT_DIR gets the measurement, cold-reads.txt (bpftrace's maps) and summary.txt (what is
+# printed). Name one configuration of one run: the counting stops at the first stream's end.
+# Exit codes: 0 measured (or compared); 1 a tool or the run failed, or an output without the
+# lines --compare needs; 2 a usage error or a bad skbsim measure flag.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+usage() {
+  echo "usage: cold-reads.sh OUT_DIR [skbsim measure options...]" >&2
+  echo "       cold-reads.sh --compare COLD_OUTPUT WARM_OUTPUT" >&2
+  exit 2
+}
+# Paths as given, before the cd to the checkout.
+abs() { realpath -m -- "$1"; }
 if [[ ${1:-} == --compare ]]; then
-  cold=${2:?usage: cold-reads.sh --compare COLD_OUTPUT WARM_OUTPUT}
-  warm=${3:?usage: cold-reads.sh --compare COLD_OUTPUT WARM_OUTPUT}
+  [[ $# -eq 3 ]] || usage
+  cold=$(abs "$2")
+  warm=$(abs "$3")
+  cd "$(dirname "$0")/.."
   awk -v cold="$cold" '
     FILENAME == cold && /^first after a long halt:/ { bytes = $8; us = $10; seen = 1 }
     FILENAME != cold && /^warm line:/ { slope = $3; intercept = $6; line = 1 }
@@ -41,8 +50,10 @@ if [[ ${1:-} == --compare ]]; then
     }' "$cold" "$warm"
   exit
 fi
-out=${1:?usage: cold-reads.sh OUT_DIR [skbsim measure options...]}
+[[ $# -ge 1 && $1 != -* ]] || usage
+out=$(abs "$1")
 shift
+cd "$(dirname "$0")/.."
 # shellcheck source=scripts/trace-measure.sh
 source scripts/trace-measure.sh
 maps="$out/cold-reads.txt"
@@ -56,7 +67,7 @@ for arg in "$@"; do
   [[ $arg == --unsteady-retries* ]] && retries=()
 done
 trace_measure cold-reads "$out" "$maps" scripts/cold-reads.bt 0 "${retries[@]}" "$@"
-python3 - "$maps" <<'PY'
+python3 - "$maps" <<'PY' | tee "$out/summary.txt"
 import collections
 import re
 import sys
@@ -78,8 +89,13 @@ for k in sorted(maps["n"]):
     mb = maps["bytes"][k] / n
     mt = maps["ns"][k] / n
     vb = maps["bytes2"][k] / n - mb * mb
-    slope = (maps["bytes_ns"][k] / n - mb * mt) / vb if vb > 0 else None
-    line = f"{slope:10.4f}  {(mt - slope * mb) / 1e3:12.2f}" if slope else f"{'-':>10}  {'-':>12}"
+    # A line needs sizes that differ: three calls at least, spread over a thousandth of their size.
+    spread = n >= 3 and vb > (mb * 1e-3) ** 2
+    slope = (maps["bytes_ns"][k] / n - mb * mt) / vb if spread else None
+    if slope is not None:
+        line = f"{slope:10.4f}  {(mt - slope * mb) / 1e3:12.2f}"
+    else:
+        line = f"{'-':>10}  {'-':>12}"
     since = f"{maps['since_ns'][k] / n / 1e3:13.1f}" if k != 0 else f"{'-':>13}"
     print(f"  {kind:28s} {n:7d} {mb:9.0f} {mt / 1e3:9.2f} {mt / mb:8.4f}  {line}  {since}")
 
