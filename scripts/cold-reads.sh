@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# How much slower iperf3's reader works right after its CPU leaves a long halt, beside one
-# `skbsim measure --trace off`: runs scripts/cold-reads.bt (bpftrace: syscall and sched_switch
-# tracepoints) and prints, from the stream's first 128 KB write to the first iperf3 exit, the
-# read() calls that copied more than 1000 bytes by kind: the first after their CPU left an idle
-# period, the second, and the rest, the first two by the idle period's length (under 20 us,
-# 20-200 us, 200 us or more: a halt past KVM's polling window). Per kind: the count, the mean bytes
-# and time, the least-squares line of time over bytes, and how long after the idle period's end
-# the call started. The probes' own time is in these figures, alike for every kind. Root; mounts
-# tracefs for the run if it is not mounted (and unmounts it). docs/measure.md, "Work after a long
-# halt, slowed", says how cpu.idle_exit_slowdown is made from two such runs.
+# How much slower iperf3's reader works right after its CPU leaves a long halt, beside one `skbsim
+# measure --trace off`: runs scripts/cold-reads.bt (bpftrace: syscall and sched_switch tracepoints)
+# and prints, from the stream's first 128 KB write to the first iperf3 exit, the read() calls that
+# copied more than 1000 bytes by kind: the first after their CPU left an idle period into iperf3,
+# the second, and the rest, the first two by the idle period's length (under 20 us, 20-200 us, 200
+# us or more: a halt past KVM's polling window). Per kind: the count, the mean bytes and time, the
+# least-squares line of time over bytes, and how long after the idle period's end the call started.
+# The probes' own time is in these figures, alike for every kind. Root; mounts tracefs for the run
+# if it is not mounted (and unmounts it). docs/measure.md, "Work after a long halt, slowed", says
+# how cpu.idle_exit_slowdown is made from two such runs.
 #
 #   bash scripts/cold-reads.sh OUT_DIR [skbsim measure options...]
 #   bash scripts/cold-reads.sh --compare COLD_OUTPUT WARM_OUTPUT
@@ -34,6 +34,12 @@ if [[ ${1:-} == --compare ]]; then
   [[ $# -eq 3 ]] || usage
   cold=$(abs "$2")
   warm=$(abs "$3")
+  for f in "$cold" "$warm"; do
+    if [[ ! -r $f ]]; then
+      echo "cold-reads: cannot read $f" >&2
+      exit 1
+    fi
+  done
   cd "$(dirname "$0")/.."
   awk -v cold="$cold" '
     FILENAME == cold && /^first after a long halt:/ { bytes = $8; us = $10; seen = 1 }

@@ -122,8 +122,9 @@ class Cpu {
   // With a slowdown above 0, such an exit's cost (`exit_ps`, the preset's
   // cpu.idle_exit_blocked_us) slows the work that follows instead: every call the CPU runs after
   // the exit costs `slowdown` times its price more until the excess adds up to `exit_ps`
-  // (CostModel::idle_exit_slowdown, but for the calls it leaves out and the scheduler's switch-in,
-  // which the measured wake-up latencies hold); the tick_nohz_idle_exit charged before the next
+  // (CostModel::idle_exit_slowdown, but for the calls it leaves out and the scheduler's context,
+  // whose switch-ins the measured wake-up latencies hold; the rare frees Net::defer_free runs in
+  // that context go unslowed with them); the tick_nohz_idle_exit charged before the next
   // halt holds what is left. An exit not charged before the next halt (a switch-in alone ran) is
   // one debt with the next, as the charge is one. The CPU's busy time is the same; the work's
   // timing is not.
