@@ -63,16 +63,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/trace-measure.sh
 source scripts/trace-measure.sh
 maps="$out/cold-reads.txt"
-if ! command -v python3 >/dev/null; then
-  echo "cold-reads: expected python3, which prints the summary (apt-get install python3)" >&2
-  exit 1
-fi
-# A redone run would leave the maps holding the discarded one: no redos unless asked for.
-retries=(--unsteady-retries 0)
-for arg in "$@"; do
-  [[ $arg == --unsteady-retries* ]] && retries=()
-done
-trace_measure cold-reads "$out" "$maps" scripts/cold-reads.bt 0 "${retries[@]}" "$@"
+trace_measure_once cold-reads "$out" "$maps" scripts/cold-reads.bt 0 "$@"
 python3 - "$maps" <<'PY' | tee "$out/summary.txt"
 import collections
 import re

@@ -38,17 +38,7 @@ shift
 # shellcheck source=scripts/trace-measure.sh
 source scripts/trace-measure.sh
 maps="$out/sleep-cycle.txt"
-if ! command -v python3 >/dev/null; then
-  echo "sleep-cycle: expected python3, which prints the summary (apt-get install python3)" >&2
-  exit 1
-fi
-# A run the speed probe sets aside would be redone, and the maps would hold the discarded one
-# (counting stops at the first stream's end): no redos unless the caller asks for them.
-retries=(--unsteady-retries 0)
-for arg in "$@"; do
-  [[ $arg == --unsteady-retries* ]] && retries=()
-done
-trace_measure sleep-cycle "$out" "$maps" scripts/sleep-cycle.bt 0 "${retries[@]}" "$@"
+trace_measure_once sleep-cycle "$out" "$maps" scripts/sleep-cycle.bt 0 "$@"
 python3 - "$maps" <<'EOF'
 import collections
 import re

@@ -75,6 +75,23 @@ trace_measure() {
   trap - EXIT
 }
 
+# trace_measure for a program whose maps count one run, from the stream's start to its end: a run
+# the speed probe sets aside would be redone, and the maps would hold the discarded one, so no redo
+# unless the caller's options ask for some (--unsteady-retries). The summary is python3's.
+trace_measure_once() {
+  local name=$1 out=$2 output=$3 program=$4 arg=$5
+  shift 5
+  if ! command -v python3 >/dev/null; then
+    echo "$name: expected python3, which prints the summary (apt-get install python3)" >&2
+    return 1
+  fi
+  local retries=(--unsteady-retries 0) a
+  for a in "$@"; do
+    [[ $a == --unsteady-retries* ]] && retries=()
+  done
+  trace_measure "$name" "$out" "$output" "$program" "$arg" "${retries[@]}" "$@"
+}
+
 trace_measure_scenario() {
   local name=$1 out=$2
   local scenarios=("$out"/measurement/*.json)

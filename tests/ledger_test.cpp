@@ -27,6 +27,12 @@ CostModel round_model() {
   return m;
 }
 
+// Keeps the cost of the last Work the ledger told it of.
+struct LastCostSink : TraceSink {
+  std::int64_t last = 0;
+  void on_work(const Work&, std::int64_t cost_ps, std::uint64_t) override { last = cost_ps; }
+};
+
 TEST(Ledger, RecordAccumulatesPerSymbol) {
   Ledger l;
   l.record({.sym = Sym::kSkbCopyBits, .copied = 100, .page_refs = 2, .alloc_bytes = 2048});
@@ -125,10 +131,7 @@ TEST(CostModel, PriceArithmetic) {
 // is told, until the debt is spent; the time-priced costs measured in that state already are not
 // slowed. record_priced counts a call and its bytes at the price it is given, slowed or not.
 TEST(Ledger, ASlowdownChargesItsExcessToTheCallsUntilTheDebtIsPaid) {
-  struct Sink : TraceSink {
-    std::int64_t last = 0;
-    void on_work(const Work&, std::int64_t cost_ps, std::uint64_t) override { last = cost_ps; }
-  } sink;
+  LastCostSink sink;
   CostModel m = round_model();
   m.call_ps[index(Sym::kSendIpiBlocked)] = 5000;
   m.skb_handover_ps = 200;
@@ -162,10 +165,7 @@ TEST(Ledger, ASlowdownChargesItsExcessToTheCallsUntilTheDebtIsPaid) {
 // cell and adds skb_handover_ps to its cost, the pending time and what the trace sink is told;
 // the work's own price is unchanged, and without a model only the count is kept.
 TEST(Ledger, AHandoverAddsItsTimeToTheWorkThatPaysIt) {
-  struct Sink : TraceSink {
-    std::int64_t last = 0;
-    void on_work(const Work&, std::int64_t cost_ps, std::uint64_t) override { last = cost_ps; }
-  } sink;
+  LastCostSink sink;
   CostModel m = round_model();
   m.skb_handover_ps = 290'000;
   const Work w{.sym = Sym::kSkbCopyBits, .copied = 1000};
