@@ -153,6 +153,23 @@ struct CpuFixture : ::testing::Test {
     Time start;
   };
   std::vector<Run> runs;
+  Time woken_start = -1;  // wake_through's woken task
+
+  // At `at`, a halted CPU woken through the scheduler's switch-in (`sched`, one call), which hands
+  // on at once to the woken task (`proc`, one call; its start in woken_start).
+  void wake_through(ExecCtx& sched, Time at) {
+    engine.at(at, [this, &sched] {
+      cpu.submit({&sched, [this, &sched] {
+                    charge(sched, 1);
+                    engine.after_task([this] {
+                      cpu.submit_next({&proc, [this] {
+                                         woken_start = engine.now();
+                                         charge(proc, 1);
+                                       }});
+                    });
+                  }});
+    });
+  }
 
   // A task that records its start and charges `calls` x 100 ps.
   Task task(ExecCtx& ctx, std::string name, std::uint32_t calls) {
@@ -499,18 +516,7 @@ TEST_F(CpuFixture, TheSwitchInIsNotSlowedTheWokenTaskIs) {
   cpu.slow_after_idle_exits(/*exit_ps=*/400, /*slowdown=*/1.0);
   ExecCtx sched{"sched", cpu, Level::kProcess, &model};
   sched.set_switches_in(true);
-  Time woken_start = -1;
-  engine.at(1000, [&] {
-    cpu.submit({&sched, [&] {
-                  charge(sched, 1);
-                  engine.after_task([&] {
-                    cpu.submit_next({&proc, [&] {
-                                       woken_start = engine.now();
-                                       charge(proc, 1);
-                                     }});
-                  });
-                }});
-  });
+  wake_through(sched, 1000);
   engine.run_until(10'000);
   EXPECT_EQ(woken_start, 1100);
   EXPECT_EQ(sched.ledger().cell(Sym::kIpRcv).cost_ps, 100);
@@ -527,18 +533,7 @@ TEST_F(CpuFixture, IdleExitEndedBySwitchingInIsPaidByTheWokenTask) {
   cpu.charge_idle_exits_after(500);
   ExecCtx sched{"sched", cpu, Level::kProcess, &model};
   sched.set_switches_in(true);
-  Time woken_start = -1;
-  engine.at(1000, [&] {
-    cpu.submit({&sched, [&] {
-                  charge(sched, 1);
-                  engine.after_task([&] {
-                    cpu.submit_next({&proc, [&] {
-                                       woken_start = engine.now();
-                                       charge(proc, 1);
-                                     }});
-                  });
-                }});
-  });
+  wake_through(sched, 1000);
   engine.run_until(10'000);
   EXPECT_EQ(woken_start, 1100);  // right after the switch-in's one call
   EXPECT_EQ(sched.ledger().cell(Sym::kIdleExit).calls, 0U);
