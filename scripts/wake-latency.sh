@@ -4,9 +4,9 @@
 # --trace off` and prints, for wake-ups after sleeps under 200 us (all of them, then those that
 # found the CPU still polling and sent no IPI, then those that sent one) and of 200 us or more,
 # the count, the mean (us), and the standard deviation of the latency's logarithm: what a
-# preset's cpu.idle_poll_wake_us, idle_wake_us, idle_wake_blocked_us and idle_wake_spread are
-# made from (docs/measure.md, "Wake-up latency"). Root; mounts tracefs for the run if it is not
-# mounted (and unmounts it).
+# preset's cpu.idle_poll_wake_us, idle_wake_us, idle_wake_blocked_us, idle_wake_spread and
+# idle_wake_blocked_spread (the long sleeps' own) are made from (docs/measure.md, "Wake-up
+# latency"). Root; mounts tracefs for the run if it is not mounted (and unmounts it).
 #
 #   bash scripts/wake-latency.sh OUT_DIR [skbsim measure options...]
 #   e.g. bash scripts/wake-latency.sh /tmp/wl --topology direct --variant off --rate unlimited \

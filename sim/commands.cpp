@@ -778,7 +778,8 @@ int run_validate(const std::vector<std::string>& args) {
   visible.add_options()("help,h", "print this help")("json", "print the table as JSON")(
       "seed", po::value<std::string>(),
       "run every scenario with this seed in place of its own, 0..2^64-1: another sequence of "
-      "wake-up latency draws where the preset has idle_wake_spread")(
+      "wake-up latency draws where the preset has idle_wake_spread or "
+      "idle_wake_blocked_spread")(
       "runs", po::value<std::string>(),
       "run every scenario this many times (odd, 1..99), with its seed and the next ones, and "
       "judge each figure's median run, as a measured set's throughput, CPU and ACK figures "

@@ -50,12 +50,28 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   p.name_ = root.child("name").string();
   (void)root.string_or("description", "");
   const JsonReader cpu = root.child("cpu");
-  cpu.reject_unknown_keys({"model", "clock_ghz", "copy_bytes_per_ns", "copy_to_user_bytes_per_ns",
-                           "csum_bytes_per_ns", "fused_bytes_per_ns", "page_ref_cycles",
-                           "idle_wake_us", "idle_wake_blocked_us", "halt_poll_max_us",
-                           "idle_wake_spread", "idle_poll_us", "idle_poll_wake_us", "syscall_us",
-                           "ipi_send_us", "ipi_send_blocked_us", "idle_exit_blocked_us",
-                           "idle_exit_slowdown", "idle_period_us", "skb_handover_ns"});
+  cpu.reject_unknown_keys({"model",
+                           "clock_ghz",
+                           "copy_bytes_per_ns",
+                           "copy_to_user_bytes_per_ns",
+                           "csum_bytes_per_ns",
+                           "fused_bytes_per_ns",
+                           "page_ref_cycles",
+                           "idle_wake_us",
+                           "idle_wake_blocked_us",
+                           "halt_poll_max_us",
+                           "idle_wake_spread",
+                           "idle_wake_blocked_spread",
+                           "idle_poll_us",
+                           "idle_poll_wake_us",
+                           "syscall_us",
+                           "ipi_send_us",
+                           "ipi_send_blocked_us",
+                           "idle_exit_blocked_us",
+                           "idle_exit_slowdown",
+                           "idle_exit_local_slowdown",
+                           "idle_period_us",
+                           "skb_handover_ns"});
   (void)cpu.string_or("model", "");
   p.clock_ghz_ = valued(cpu.child("clock_ghz"), 0.1, 10);
   p.copy_ = valued(cpu.child("copy_bytes_per_ns"), 0.05, 50);
@@ -81,6 +97,15 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
               "latency), got no latency");
     }
     p.idle_wake_spread_ = valued(*s, 0, 2);
+  }
+  if (const auto s = cpu.optional_child("idle_wake_blocked_spread")) {
+    if (p.idle_wake_blocked_us_ <= 0) {
+      s->fail(
+          "expected \"idle_wake_blocked_us\" above 0 with \"idle_wake_blocked_spread\" (the "
+          "spread of a wake-up's latency after the host's polling window), got no such "
+          "latency");
+    }
+    p.idle_wake_blocked_spread_ = valued(*s, 0, 2);
   }
   if (const auto w = cpu.optional_child("idle_poll_us")) {
     p.idle_poll_us_ = valued(*w, 0, 1000);
@@ -126,6 +151,14 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
           "exit cost");
     }
     p.idle_exit_slowdown_ = valued(*w, 0, 100);
+  }
+  if (const auto w = cpu.optional_child("idle_exit_local_slowdown")) {
+    if (!cpu.optional_child("idle_exit_slowdown")) {
+      w->fail(
+          "expected \"idle_exit_slowdown\" with \"idle_exit_local_slowdown\" (the slowdown "
+          "after a long halt no IPI ended, beside the one after a halt an IPI ended), got none");
+    }
+    p.idle_exit_local_slowdown_ = valued(*w, 0, 100);
   }
   const JsonReader calls = root.child("calls");
   calls.reject_unknown_keys({"scale", "group_scales", "default_cycles", "symbols"});
@@ -203,6 +236,7 @@ CostModel CostPreset::model() const {
   m.idle_wake_blocked_ps = std::llround(idle_wake_blocked_us_ * 1e6);
   m.halt_poll_max_ps = std::llround(halt_poll_max_us_ * 1e6);
   m.idle_wake_spread = idle_wake_spread_;
+  m.idle_wake_blocked_spread = idle_wake_blocked_spread_;
   m.idle_poll_ps = std::llround(idle_poll_us_ * 1e6);
   m.idle_poll_wake_ps = std::llround(idle_poll_wake_us_ * 1e6);
   m.syscall_ps = std::llround(syscall_us_ * 1e6);
@@ -214,6 +248,7 @@ CostModel CostPreset::model() const {
   m.call_ps[index(Sym::kSendIpiBlocked)] = m.ipi_send_blocked_ps;
   m.idle_exit_blocked_ps = std::llround(idle_exit_blocked_us_ * 1e6);
   m.idle_exit_slowdown = idle_exit_slowdown_;
+  m.idle_exit_local_slowdown = idle_exit_local_slowdown_;
   m.call_ps[index(Sym::kIdleExit)] = m.idle_exit_blocked_ps;
   m.idle_period_ps = std::llround(idle_period_us_ * 1e6);
   m.call_ps[index(Sym::kScheduleIdle)] = m.idle_period_ps;

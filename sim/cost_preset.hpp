@@ -68,6 +68,7 @@ class CostPreset {
   double idle_wake_blocked_us_ = 0;
   double halt_poll_max_us_ = 0;
   double idle_wake_spread_ = 0;
+  double idle_wake_blocked_spread_ = -1;  // negative: idle_wake_spread_
   double idle_poll_us_ = 0;
   double idle_poll_wake_us_ = 0;
   double syscall_us_ = 0;
@@ -75,6 +76,7 @@ class CostPreset {
   double ipi_send_blocked_us_ = 0;  // 0: an IPI to a blocked vCPU costs no more
   double idle_exit_blocked_us_ = 0;
   double idle_exit_slowdown_ = 0;
+  double idle_exit_local_slowdown_ = -1;  // negative: idle_exit_slowdown_
   double idle_period_us_ = 0;
   double skb_handover_ns_ = 0;
   nlohmann::ordered_json doc_;

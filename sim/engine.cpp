@@ -92,7 +92,8 @@ void Cpu::dispatch(bool after_halt) {
       idle_periods_owed_ += charge_periods_ ? 1U : 0U;
       if (charge_after_ >= 0 && e.now_ - idle_since_ > charge_after_) {
         idle_exit_owed_ = true;
-        exit_debt_ = slowdown_ > 0 ? exit_ps_ : 0;
+        exit_rate_ = t.by_ipi ? slowdown_ : local_slowdown_;
+        exit_debt_ = exit_rate_ > 0 ? exit_ps_ : 0;
       }
     }
     if ((idle_exit_owed_ || idle_periods_owed_ > 0) && exit_ctx_ == nullptr &&
@@ -104,7 +105,7 @@ void Cpu::dispatch(bool after_halt) {
     // woken task's start hold it as it ran (its charges are taken off them at their price).
     const bool slowed = exit_debt_ > 0 && !t.ctx->switches_in();
     if (slowed) {
-      t.ctx->ledger().set_slowdown(&exit_debt_, slowdown_);
+      t.ctx->ledger().set_slowdown(&exit_debt_, exit_rate_);
     }
     t.run();
     if (slowed) {
@@ -151,7 +152,7 @@ void Cpu::dispatch(bool after_halt) {
            for (std::uint32_t i = 0; i < periods; ++i) {
              ctx->ledger().record(Work{.sym = Sym::kScheduleIdle});
            }
-           if (blocked && slowdown_ > 0) {
+           if (blocked && exit_rate_ > 0) {
              ctx->ledger().record_priced(Work{.sym = Sym::kIdleExit}, rest);
            } else if (blocked) {
              ctx->ledger().record(Work{.sym = Sym::kIdleExit});

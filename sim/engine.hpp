@@ -75,6 +75,10 @@ class ExecCtx {
 struct Task {
   ExecCtx* ctx = nullptr;
   std::function<void()> run;
+  // What an IPI from another CPU brought (a wake-up's switch-in, a remote function call): when it
+  // ends a halt, the work after that halt's exit is slowed at the IPI's rate
+  // (Cpu::slow_after_idle_exits).
+  bool by_ipi = false;
 };
 
 class Cpu {
@@ -128,9 +132,15 @@ class Cpu {
   // halt holds what is left. An exit not charged before the next halt (a switch-in alone ran) is
   // one debt with the next, as the charge is one. The CPU's busy time is the same; the work's
   // timing is not.
-  void slow_after_idle_exits(Time exit_ps, double slowdown) noexcept {
+  // `slowdown` after a halt an IPI ended (Task::by_ipi: a wake-up from another CPU),
+  // `local_slowdown` after one anything else ended (measured: the CPU's own timer; a device's
+  // interrupt takes it too, unmeasured); at 0 that exit is charged whole before the next halt, as
+  // without a slowdown. The first task the CPU takes after the halt decides: of those queued at
+  // that instant, the highest level's.
+  void slow_after_idle_exits(Time exit_ps, double slowdown, double local_slowdown) noexcept {
     exit_ps_ = exit_ps;
     slowdown_ = slowdown;
+    local_slowdown_ = local_slowdown;
   }
   // From then on, every exit from the idle loop records one schedule_idle call
   // (cpu.idle_period_us: the idle period's own work), charged as a long halt's
@@ -167,6 +177,8 @@ class Cpu {
   ExecCtx* exit_ctx_ = nullptr;  // to the first task (not a switch-in) that the halt's end ran
   Time exit_ps_ = 0;             // slow_after_idle_exits
   double slowdown_ = 0;
+  double local_slowdown_ = 0;
+  double exit_rate_ = 0;        // the last long halt's: slowdown_ or local_slowdown_
   std::int64_t exit_debt_ = 0;  // what the last long halt's exit has still to cost
   std::uint64_t idle_exits_ = 0;
 };

@@ -128,7 +128,10 @@ Host& Net::add_host(const std::string& name, std::uint32_t cpus, std::uint32_t c
       // Exits after halts the host no longer polls: KVM blocked the vCPU's thread
       // (kvm_vcpu_halt past halt_poll_ns), as idle_wake() has it.
       h->cpus.back()->charge_idle_exits_after(model_.halt_poll_max_ps);
-      h->cpus.back()->slow_after_idle_exits(model_.idle_exit_blocked_ps, model_.idle_exit_slowdown);
+      const double local = model_.idle_exit_local_slowdown >= 0 ? model_.idle_exit_local_slowdown
+                                                                : model_.idle_exit_slowdown;
+      h->cpus.back()->slow_after_idle_exits(model_.idle_exit_blocked_ps, model_.idle_exit_slowdown,
+                                            local);
     }
     if (model_.idle_period_ps > 0) {
       h->cpus.back()->charge_idle_periods();
@@ -313,13 +316,15 @@ void Net::defer_free(ExecCtx& ctx) {
                              charge_ipi(here, wake);
                            }
                            after_latency(kick, wake.latency, [this, &to, &sn, polling] {
-                             to.submit({sn.ctx.get(), [this, &to, &sn, polling] {
+                             to.submit({sn.ctx.get(),
+                                        [this, &to, &sn, polling] {
                                           if (!polling) {
                                             charge(*sn.ctx, Sym::kIpiInterrupt);
                                           }
                                           sn.defer_ipi_scheduled = false;
                                           raise_net_rx(to, sn);
-                                        }});
+                                        },
+                                        /*by_ipi=*/!polling});
                            });
                          }});
 }
@@ -370,16 +375,18 @@ void Net::wake_process(ExecCtx& from, ExecCtx& to, std::function<void()> fn) {
   // meanwhile would find it idle still; in the unlimited runs checked none does.)
   ExecCtx& sched = *host_of(to).sched.at(to.cpu().index());
   auto switch_in = [this, &to, &sched, ipi, fn = std::move(fn)]() mutable {
-    to.cpu().submit({&sched, [this, &to, &sched, ipi, fn = std::move(fn)]() mutable {
-      if (ipi) {
-        charge(sched, Sym::kIpiInterrupt);
-      }
-      charge(sched, Sym::kSchedule);
-      charge(sched, Sym::kSchedule);
-      engine().after_task([&to, fn = std::move(fn)]() mutable {
-        to.cpu().submit_next({&to, std::move(fn)});
-      });
-    }});
+    to.cpu().submit({&sched,
+                     [this, &to, &sched, ipi, fn = std::move(fn)]() mutable {
+                       if (ipi) {
+                         charge(sched, Sym::kIpiInterrupt);
+                       }
+                       charge(sched, Sym::kSchedule);
+                       charge(sched, Sym::kSchedule);
+                       engine().after_task([&to, fn = std::move(fn)]() mutable {
+                         to.cpu().submit_next({&to, std::move(fn)});
+                       });
+                     },
+                     ipi});
   };
   after_latency(waking, wake.latency, std::move(switch_in));
 }
@@ -405,11 +412,11 @@ void Net::after_latency(Time since, Time latency, std::function<void()> fn) {
 Net::IdleWake Net::idle_wake(Cpu& cpu, bool polling) {
   const CostModel& m = model_;
   if (polling) {
-    return {spread_latency(m.idle_poll_wake_ps), false};
+    return {spread_latency(m.idle_poll_wake_ps, m.idle_wake_spread), false};
   }
   const Time max = m.halt_poll_max_ps;
   if (max == 0) {
-    return {spread_latency(m.idle_wake_ps), false};
+    return {spread_latency(m.idle_wake_ps, m.idle_wake_spread), false};
   }
   constexpr Time kGrowStart = 10 * kPsPerUs;
   const Time halted = engine().now() - cpu.idle_since();
@@ -422,7 +429,12 @@ Net::IdleWake Net::idle_wake(Cpu& cpu, bool polling) {
   } else if (poll < max && halted < max) {
     poll = std::min(max, std::max(kGrowStart, poll * 2));
   }
-  return {spread_latency(hit ? m.idle_wake_ps : m.idle_wake_blocked_ps), !hit};
+  if (hit) {
+    return {spread_latency(m.idle_wake_ps, m.idle_wake_spread), false};
+  }
+  const double spread =
+      m.idle_wake_blocked_spread >= 0 ? m.idle_wake_blocked_spread : m.idle_wake_spread;
+  return {spread_latency(m.idle_wake_blocked_ps, spread), true};
 }
 
 // 6.x send_call_function_single_ipi, 2.6.20 smp_send_reschedule; on a KVM guest the ICR write
@@ -456,9 +468,8 @@ void Net::seed_wake_draws(std::uint64_t seed) noexcept {
   wake_rng_ = kWakeDrawState ^ mix64(seed - 1);
 }
 
-Time Net::spread_latency(Time mean) {
-  const CostModel& m = model_;
-  if (m.idle_wake_spread <= 0 || mean <= 0) {
+Time Net::spread_latency(Time mean, double s) {
+  if (s <= 0 || mean <= 0) {
     return mean;
   }
   // Log-normal with that mean: exp(sigma z - sigma^2 / 2) has mean 1 for z standard normal
@@ -470,7 +481,6 @@ Time Net::spread_latency(Time mean) {
   const double u1 = uniform();
   const double u2 = uniform();
   const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
-  const double s = m.idle_wake_spread;
   return std::llround(static_cast<double>(mean) * std::exp(s * z - s * s / 2));
 }
 

@@ -248,8 +248,9 @@ class Net {
   const CostModel& cost_model() const noexcept { return model_; }
   // Waking `cpu`, idle: the latency, still polling, without an IPI (CostModel::
   // idle_poll_wake_ps), or halted, by an IPI (idle_wake_ps, idle_wake_blocked_ps, adapting the
-  // host's polling window), spread by idle_wake_spread; and whether the host had blocked the
-  // vCPU (its halt outlasted the window).
+  // host's polling window), spread by idle_wake_spread (a blocked one by idle_wake_blocked_spread
+  // where the preset has it); and whether the host had blocked the vCPU (its halt outlasted the
+  // window).
   struct IdleWake {
     Time latency = 0;
     bool host_blocked = false;
@@ -390,8 +391,9 @@ class Net {
   void defer_free(ExecCtx& ctx);
   void local_deliver(ExecCtx& ctx, Namespace& ns, Skb& skb);
   bool transmit_one(ExecCtx& ctx, Device& dev, Skb& skb);
-  // `mean`, or with CostModel::idle_wake_spread a log-normal draw of that mean.
-  Time spread_latency(Time mean);
+  // `mean`, or with a spread `s` above 0 a log-normal draw of that mean whose logarithm has that
+  // standard deviation.
+  Time spread_latency(Time mean, double s);
   // Whether `cpu` went idle so recently that it still polls (CostModel::idle_poll_ps): what is
   // aimed at it needs no IPI.
   bool still_polling(const Cpu& cpu) const;

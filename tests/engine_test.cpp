@@ -459,7 +459,7 @@ TEST_F(CpuFixture, IdleExitAfterALongHaltIsChargedToTheTaskEndingItAfterItsWork)
 // slowdown; the work's timing is not (the hand-off comes later, the halt no later).
 TEST_F(CpuFixture, ALongHaltsExitSlowsTheWorkAfterItUntilItsCostIsPaid) {
   cpu.charge_idle_exits_after(500);
-  cpu.slow_after_idle_exits(/*exit_ps=*/150, /*slowdown=*/1.0);
+  cpu.slow_after_idle_exits(/*exit_ps=*/150, /*slowdown=*/1.0, /*local_slowdown=*/1.0);
   Time handed = -1;
   Time second_start = -1;
   engine.at(1000, [&] {  // halted 1000 ps
@@ -495,7 +495,7 @@ TEST_F(CpuFixture, ALongHaltsExitSlowsTheWorkAfterItUntilItsCostIsPaid) {
 // What the work has not paid when the CPU halts again is charged then, as the exit.
 TEST_F(CpuFixture, WhatTheSlowedWorkLeftOfTheExitIsChargedBeforeTheNextHalt) {
   cpu.charge_idle_exits_after(500);
-  cpu.slow_after_idle_exits(/*exit_ps=*/500, /*slowdown=*/0.5);
+  cpu.slow_after_idle_exits(/*exit_ps=*/500, /*slowdown=*/0.5, /*local_slowdown=*/0.5);
   engine.at(1000, [&] { cpu.submit(task(proc, "after a long halt", 2)); });  // 2 x 150
   engine.at(5000, [&] { cpu.submit(task(proc, "after another", 1)); });
   engine.run_until(10'000);
@@ -507,13 +507,44 @@ TEST_F(CpuFixture, WhatTheSlowedWorkLeftOfTheExitIsChargedBeforeTheNextHalt) {
   EXPECT_EQ(cpu.busy_ps(), 300 + 2 * 500);  // the same as without the slowdown
 }
 
+// The rate depends on what ended the halt: an IPI from another CPU (Task::by_ipi: the reader's
+// wake-up) slows the work after it at `slowdown`, anything else (the paced sender's own timer) at
+// `local_slowdown`; at 0 that exit is charged whole before the next halt, as unslowed.
+TEST_F(CpuFixture, TheSlowdownIsTheIpisOrTheLocalOnesByWhatEndedTheHalt) {
+  cpu.charge_idle_exits_after(500);
+  cpu.slow_after_idle_exits(/*exit_ps=*/400, /*slowdown=*/1.0, /*local_slowdown=*/0.0);
+  engine.at(1000, [&] {
+    Task t = task(proc, "an IPI's", 2);  // 2 x 200: 200 of the exit paid, 200 left
+    t.by_ipi = true;
+    cpu.submit(std::move(t));
+  });
+  engine.at(5000, [&] { cpu.submit(task(proc2, "the timer's", 2)); });  // unslowed
+  engine.run_until(10'000);
+  ASSERT_EQ(runs.size(), 2U);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIpRcv).cost_ps, 400);
+  EXPECT_EQ(proc.ledger().cell(Sym::kIdleExit).cost_ps, 200);
+  EXPECT_EQ(proc2.ledger().cell(Sym::kIpRcv).cost_ps, 200);
+  EXPECT_EQ(proc2.ledger().cell(Sym::kIdleExit).cost_ps, 100);  // whole, at the model's price
+  EXPECT_EQ(cpu.busy_ps(), 400 + 200 + 200 + 100);
+  // And the other way round: the local rate applies where no IPI ended the halt.
+  Engine e2;
+  Cpu c2(e2, 0);
+  ExecCtx p2{"p", c2, Level::kProcess, &model};
+  c2.charge_idle_exits_after(500);
+  c2.slow_after_idle_exits(/*exit_ps=*/400, /*slowdown=*/0.0, /*local_slowdown=*/1.0);
+  e2.at(1000, [&] { c2.submit({&p2, [&] { charge(p2, 2); }}); });
+  e2.run_until(10'000);
+  EXPECT_EQ(p2.ledger().cell(Sym::kIpRcv).cost_ps, 400);
+  EXPECT_EQ(p2.ledger().cell(Sym::kIdleExit).cost_ps, 200);
+}
+
 // The scheduler's switch-in that ends a long halt runs at its price (the measured wake-up
 // latencies hold it as it ran); the woken task it hands to is slowed. The task that charges what is
 // left of the exit does not slow its own idle period (a time measured in that state).
 TEST_F(CpuFixture, TheSwitchInIsNotSlowedTheWokenTaskIs) {
   cpu.charge_idle_exits_after(500);
   cpu.charge_idle_periods();
-  cpu.slow_after_idle_exits(/*exit_ps=*/400, /*slowdown=*/1.0);
+  cpu.slow_after_idle_exits(/*exit_ps=*/400, /*slowdown=*/1.0, /*local_slowdown=*/1.0);
   ExecCtx sched{"sched", cpu, Level::kProcess, &model};
   sched.set_switches_in(true);
   wake_through(sched, 1000);

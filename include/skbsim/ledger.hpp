@@ -83,6 +83,10 @@ struct CostModel {
   // this standard deviation of its logarithm, with the latency above as its mean. 0: every
   // wake-up takes exactly that.
   double idle_wake_spread = 0;
+  // The spread of idle_wake_blocked_ps alone, where the preset measured it apart (a wake-up
+  // after the host blocked the vCPU goes through the host's scheduler, the others do not).
+  // Negative: idle_wake_spread.
+  double idle_wake_blocked_spread = -1;
   // How long a CPU that has just gone idle polls before it halts (do_idle keeps
   // TIF_POLLING_NRFLAG set through the governor's choice and the tick's stop): a wake-up or
   // function call aimed at it meanwhile sets need_resched without an IPI (set_nr_if_polling).
@@ -112,6 +116,10 @@ struct CostModel {
   // excess charged to the call. What is left of idle_exit_blocked_ps when the CPU halts again is
   // charged then, as kIdleExit. 0: all of it then, none slows the work (the default).
   double idle_exit_slowdown = 0;
+  // The same after a long halt that no IPI ended (the CPU's own timer; a device's interrupt,
+  // unmeasured, too): the work a wake-up from another CPU brings and the work a CPU's own timer
+  // starts were measured slowed apart. Negative: idle_exit_slowdown.
+  double idle_exit_local_slowdown = -1;
 
   // Whether a call of `s` is slowed after a long halt's exit (idle_exit_slowdown): not the
   // costs a preset gives as time measured in that state already (the IPI to a blocked vCPU, an
