@@ -123,10 +123,11 @@ if os.path.exists(sys.argv[2]):
         print("model: this skbsim writes no tcp_writer (rebuild it)")
     else:
         def us(key):
-            return "-" if w[key] is None else f"{w[key]:.2f} us"
+            return "-" if w.get(key) is None else f"{w[key]:.2f} us"
         print(f"model (skbsim run, means): resumed after the softirq to a full skb's transmit "
               f"{us('resumed_to_full_transmit_us')}, to the tail's "
               f"{us('resumed_to_tail_transmit_us')} ({w['timed']['resumed_to_tail']} tails); "
               f"first to second transmit {us('first_to_second_transmit_us')}, second to third "
-              f"{us('second_to_third_transmit_us')}")
+              f"{us('second_to_third_transmit_us')}; the call's start to its first transmit "
+              f"{us('call_to_first_transmit_us')}")
 EOF

@@ -209,11 +209,13 @@ nlohmann::ordered_json result_json(const Scenario& sc, const RunResult& r, bool 
                          {"second_to_third_transmit_us", mean_us(w.second_third)},
                          {"resumed_to_full_transmit_us", mean_us(w.resume_full)},
                          {"resumed_to_tail_transmit_us", mean_us(w.resume_tail)},
+                         {"call_to_first_transmit_us", mean_us(w.call_first)},
                          {"timed",
                           {{"first_to_second", w.first_second.n},
                            {"second_to_third", w.second_third.n},
                            {"resumed_to_full", w.resume_full.n},
-                           {"resumed_to_tail", w.resume_tail.n}}}};
+                           {"resumed_to_tail", w.resume_tail.n},
+                           {"call_to_first", w.call_first.n}}}};
     // Skbs merged into another per data segment, as the kernel's TcpExt TCPRcvCoalesce and
     // TCPBacklogCoalesce count them (CoalesceStats).
     out["tcp_coalesce"] = {{"receive_queue", per_segment(r.coalesced.receive_queue)},

@@ -431,7 +431,9 @@ bool sendmsg_copy(Net& net, ExecCtx& ctx, TcpSock& s, std::uint32_t& left) {
 void time_call_transmit(TcpSock& s, std::uint32_t payload, Time t) {
   WriterStats& w = s.stats.writer;
   ++s.call_xmits;
-  if (s.call_xmits == 2) {
+  if (s.call_xmits == 1) {
+    w.call_first.add(t - s.call_start_ps);
+  } else if (s.call_xmits == 2) {
     w.first_second.add(t - s.call_last_xmit);
   } else if (s.call_xmits == 3) {
     w.second_third.add(t - s.call_last_xmit);

@@ -198,25 +198,28 @@ struct TimedSum {
 // call may send some on an ACK; the kernel's probe counts those too), from the first to the
 // second and the second to the third; and from the start of the call's task that resumed after
 // the NET_RX softirq of a push (the kernel: the softirq's exit) to the next transmit after the
-// call's first, for a full skb (at least one MSS) and for a shorter one (a write's tail). The
-// transmits of the call's release_sock count; a call that waited for buffer space is not timed
-// from then on.
+// call's first, for a full skb (at least one MSS) and for a shorter one (a write's tail); and
+// from the call's start (after its system call's entry: the kernel's sys_enter_write) to its
+// first transmit. The transmits of the call's release_sock count; a call that waited for buffer
+// space is not timed from then on.
 struct WriterStats {
   TimedSum first_second;
   TimedSum second_third;
   TimedSum resume_full;
   TimedSum resume_tail;
+  TimedSum call_first;
 
   WriterStats& operator+=(const WriterStats& o) noexcept {
     first_second += o.first_second;
     second_third += o.second_third;
     resume_full += o.resume_full;
     resume_tail += o.resume_tail;
+    call_first += o.call_first;
     return *this;
   }
   WriterStats operator-(const WriterStats& o) const noexcept {
     return {first_second - o.first_second, second_third - o.second_third,
-            resume_full - o.resume_full, resume_tail - o.resume_tail};
+            resume_full - o.resume_full, resume_tail - o.resume_tail, call_first - o.call_first};
   }
 };
 

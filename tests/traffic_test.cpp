@@ -451,7 +451,15 @@ TEST(WriterTiming, AFullSkbAndTheTailDifferByTheirCopy_tcp_sendmsg_locked) {
   EXPECT_GT(full - tail, copy);
   EXPECT_LT(full - tail, copy * 1.05) << "two page refills and the chunks' calls beside the copy";
   EXPECT_GT(mean(w.first_second), full);
+  // From the call's start its first 64 KB are copied before the first transmit: the copy, the
+  // page refills and tcp_sendmsg's own calls, less than the full skb's resumed interval and the
+  // softirq's tail of a whole call's.
+  ASSERT_GT(w.call_first.n, 40U);
+  EXPECT_GT(mean(w.call_first), 65160.0 * static_cast<double>(sc.spec.cost.copy_fs_per_byte) / 1e3);
+  EXPECT_LT(mean(w.call_first), mean(w.first_second));
   const nlohmann::ordered_json j = result_json(sc, r, false).at("tcp_writer");
+  EXPECT_NEAR(j.at("call_to_first_transmit_us").get<double>(), mean(w.call_first) / 1e6, 1e-3);
+  EXPECT_EQ(j.at("timed").at("call_to_first").get<std::uint64_t>(), w.call_first.n);
   EXPECT_NEAR(j.at("resumed_to_full_transmit_us").get<double>(), full / 1e6, 1e-3);
   EXPECT_NEAR(j.at("resumed_to_tail_transmit_us").get<double>(), tail / 1e6, 1e-3);
   EXPECT_EQ(j.at("timed").at("first_to_second").get<std::uint64_t>(), w.first_second.n);
