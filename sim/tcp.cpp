@@ -262,6 +262,7 @@ void open_read(TcpSock& s, std::uint64_t bytes) noexcept {
 void begin_call(Net& net, TcpSock& s) {
   close_read(net, s);
   s.call_start_ps = net.engine().task_clock();
+  s.call_timed = false;  // a send() times itself (sendmsg_call); no other call's transmits count
 }
 
 // A system call made by the application: its entry and exit (cpu.syscall_us: under
@@ -771,8 +772,9 @@ void sendmsg_body(Net& net, TcpSock& s, std::uint32_t left) {
   net.charge(ctx, Sym::kTcpPushPendingFrames);
   tcp_write_xmit(net, ctx, s);
   // Timed on through the release_sock below, as the kernel's probe counts every transmit until
-  // write() returns; not while the call waits for buffer space.
-  s.call_timed = left == 0;
+  // write() returns; not once the call has waited for buffer space (the probe leaves out a
+  // write whose task switched out), whatever it sends after.
+  s.call_timed = s.call_timed && left == 0;
   // tcp_sendmsg's release_sock (before sk_stream_wait_memory sleeps, too): what reached the
   // backlog while the call's tasks ran is processed now, after its last push, not between them.
   s.in_send = false;
