@@ -70,6 +70,7 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
                            "idle_exit_blocked_us",
                            "idle_exit_slowdown",
                            "idle_exit_local_slowdown",
+                           "idle_exit_slowdown_decay_us",
                            "idle_period_us",
                            "skb_handover_ns"});
   (void)cpu.string_or("model", "");
@@ -160,6 +161,14 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
     }
     p.idle_exit_local_slowdown_ = valued(*w, 0, 100);
   }
+  if (const auto w = cpu.optional_child("idle_exit_slowdown_decay_us")) {
+    if (!cpu.optional_child("idle_exit_slowdown")) {
+      w->fail(
+          "expected \"idle_exit_slowdown\" with \"idle_exit_slowdown_decay_us\" (how fast the "
+          "slowdown after a long halt fades as the CPU works), got no slowdown");
+    }
+    p.idle_exit_slowdown_decay_us_ = valued(*w, 0, 1000);
+  }
   const JsonReader calls = root.child("calls");
   calls.reject_unknown_keys({"scale", "group_scales", "default_cycles", "symbols"});
   p.call_scale_ = valued(calls.child("scale"), 0.05, 20);
@@ -249,6 +258,7 @@ CostModel CostPreset::model() const {
   m.idle_exit_blocked_ps = std::llround(idle_exit_blocked_us_ * 1e6);
   m.idle_exit_slowdown = idle_exit_slowdown_;
   m.idle_exit_local_slowdown = idle_exit_local_slowdown_;
+  m.idle_exit_slowdown_decay_ps = std::llround(idle_exit_slowdown_decay_us_ * 1e6);
   m.call_ps[index(Sym::kIdleExit)] = m.idle_exit_blocked_ps;
   m.idle_period_ps = std::llround(idle_period_us_ * 1e6);
   m.call_ps[index(Sym::kScheduleIdle)] = m.idle_period_ps;

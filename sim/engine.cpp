@@ -94,6 +94,7 @@ void Cpu::dispatch(bool after_halt) {
         idle_exit_owed_ = true;
         exit_rate_ = t.by_ipi ? slowdown_ : local_slowdown_;
         exit_debt_ = exit_rate_ > 0 ? exit_ps_ : 0;
+        exit_work_ = 0;
       }
     }
     if ((idle_exit_owed_ || idle_periods_owed_ > 0) && exit_ctx_ == nullptr &&
@@ -105,7 +106,7 @@ void Cpu::dispatch(bool after_halt) {
     // woken task's start hold it as it ran (its charges are taken off them at their price).
     const bool slowed = exit_debt_ > 0 && !t.ctx->switches_in();
     if (slowed) {
-      t.ctx->ledger().set_slowdown(&exit_debt_, exit_rate_);
+      t.ctx->ledger().set_slowdown(&exit_debt_, exit_rate_, &exit_work_);
     }
     t.run();
     if (slowed) {

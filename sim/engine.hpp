@@ -180,6 +180,7 @@ class Cpu {
   double local_slowdown_ = 0;
   double exit_rate_ = 0;        // the last long halt's: slowdown_ or local_slowdown_
   std::int64_t exit_debt_ = 0;  // what the last long halt's exit has still to cost
+  std::int64_t exit_work_ = 0;  // the slowed work since it, at its price (the rate's fading)
   std::uint64_t idle_exits_ = 0;
 };
 

@@ -161,6 +161,39 @@ TEST(Ledger, ASlowdownChargesItsExcessToTheCallsUntilTheDebtIsPaid) {
   EXPECT_EQ(bare.cell(Sym::kIdleExit).cost_ps, 0);
 }
 
+// With idle_exit_slowdown_decay_ps the rate fades with the slowed work done since the exit: a
+// call's excess is the integral of rate * exp(-w / tau) over its work, so two calls of half the
+// price cost together what one whole does, each later one less, and every slowed call adds its
+// price to the work. Without the work counter the rate holds, as before.
+TEST(Ledger, AFadingSlowdownChargesTheIntegralOfItsRateOverEachCall) {
+  CostModel m = round_model();  // kSkbCopyBits: 1000 ps a call and 0.5 ps a copied byte
+  m.idle_exit_slowdown_decay_ps = 2000;
+  const double tau = 2000;
+  const auto excess = [&](double w, double p) {
+    return 0.8 * tau * std::exp(-w / tau) * -std::expm1(-p / tau);
+  };
+  Ledger l(&m);
+  std::int64_t debt = 1'000'000;
+  std::int64_t work = 0;
+  l.set_slowdown(&debt, 0.8, &work);
+  l.record({.sym = Sym::kSkbCopyBits});  // 1000 at w = 0
+  l.record({.sym = Sym::kSkbCopyBits});  // 1000 at w = 1000
+  EXPECT_EQ(work, 2000);
+  const std::int64_t first = static_cast<std::int64_t>(excess(0, 1000));
+  const std::int64_t second = static_cast<std::int64_t>(excess(1000, 1000));
+  EXPECT_LT(second, first);
+  EXPECT_EQ(l.cell(Sym::kSkbCopyBits).cost_ps, 2000 + first + second);
+  EXPECT_NEAR(static_cast<double>(first + second), excess(0, 2000), 2);  // as one call of 2000
+  EXPECT_EQ(debt, 1'000'000 - first - second);
+  l.clear_slowdown();
+  Ledger held(&m);
+  std::int64_t debt2 = 1'000'000;
+  held.set_slowdown(&debt2, 0.8);  // no work counter: the rate holds
+  held.record({.sym = Sym::kSkbCopyBits});
+  held.record({.sym = Sym::kSkbCopyBits});
+  EXPECT_EQ(held.cell(Sym::kSkbCopyBits).cost_ps, 2 * 1800);
+}
+
 // A hand-over (the first work on an skb another CPU worked on last) is counted in that work's
 // cell and adds skb_handover_ps to its cost, the pending time and what the trace sink is told;
 // the work's own price is unchanged, and without a model only the count is kept.

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <utility>
 
@@ -120,6 +121,11 @@ struct CostModel {
   // unmeasured, too): the work a wake-up from another CPU brings and the work a CPU's own timer
   // starts were measured slowed apart. Negative: idle_exit_slowdown.
   double idle_exit_local_slowdown = -1;
+  // With it above 0 that slowdown fades as the CPU works: the rate is the one above times
+  // exp(-w / this), w the slowed work (at its price) done since the exit, so a call priced p
+  // after w costs rate * this * exp(-w / this) * (1 - exp(-p / this)) more, until the exit's
+  // cost is paid; 0: the rate holds until then (the default).
+  std::int64_t idle_exit_slowdown_decay_ps = 0;
 
   // Whether a call of `s` is slowed after a long halt's exit (idle_exit_slowdown): not the
   // costs a preset gives as time measured in that state already (the IPI to a blocked vCPU, an
@@ -197,10 +203,13 @@ class Ledger {
   }
   // From now until clear_slowdown(), every call costs `slowdown` times its price more, taken out
   // of `*debt` (above 0) until that is spent (the CPU's owed exit after a halt: CostModel's
-  // idle_exit_slowdown; not the calls CostModel::slowed_after_exit leaves out).
-  void set_slowdown(std::int64_t* debt, double slowdown) noexcept {
+  // idle_exit_slowdown; not the calls CostModel::slowed_after_exit leaves out). With `*work`
+  // (the slowed work since the exit, which each slowed call adds its price to) and
+  // CostModel::idle_exit_slowdown_decay_ps, the rate fades with that work.
+  void set_slowdown(std::int64_t* debt, double slowdown, std::int64_t* work = nullptr) noexcept {
     slow_debt_ = debt;
     slowdown_ = slowdown;
+    slow_work_ = work;
   }
   void clear_slowdown() noexcept { slow_debt_ = nullptr; }
   // The same, and forwards it to the trace sink when the skb it acted on is traced. With
@@ -243,11 +252,17 @@ class Ledger {
   void clear() noexcept;
 
  private:
-  // The excess of a call priced `ps` while slowed, taken out of the debt; once that is paid the
-  // ledger stops looking.
+  // The excess of a call priced `ps` while slowed (the integral of the fading rate over the call's
+  // work, where it fades), taken out of the debt; once that is paid the ledger stops looking.
   std::int64_t slowed(std::int64_t ps) noexcept {
-    const std::int64_t extra =
-        std::min(*slow_debt_, static_cast<std::int64_t>(static_cast<double>(ps) * slowdown_));
+    double x = static_cast<double>(ps) * slowdown_;
+    if (slow_work_ != nullptr && model_->idle_exit_slowdown_decay_ps > 0) {
+      const double tau = static_cast<double>(model_->idle_exit_slowdown_decay_ps);
+      const double w = static_cast<double>(*slow_work_);
+      x = slowdown_ * tau * std::exp(-w / tau) * -std::expm1(-static_cast<double>(ps) / tau);
+      *slow_work_ += ps;
+    }
+    const std::int64_t extra = std::min(*slow_debt_, static_cast<std::int64_t>(x));
     *slow_debt_ -= extra;
     if (*slow_debt_ <= 0) {
       slow_debt_ = nullptr;
@@ -261,6 +276,7 @@ class Ledger {
   std::int64_t pending_ps_ = 0;
   std::int64_t last_ps_ = 0;
   std::int64_t* slow_debt_ = nullptr;
+  std::int64_t* slow_work_ = nullptr;
   double slowdown_ = 0;
 };
 
