@@ -76,9 +76,8 @@ class CostPreset {
   double ipi_send_blocked_us_ = 0;  // 0: an IPI to a blocked vCPU costs no more
   double idle_exit_blocked_us_ = 0;
   double idle_exit_slowdown_ = 0;
-  double idle_exit_local_slowdown_ = -1;
-  double idle_exit_slowdown_decay_us_ =
-      0;  // 0: the slowdown holds until the exit is paid  // negative: idle_exit_slowdown_
+  double idle_exit_local_slowdown_ = -1;    // negative: idle_exit_slowdown_
+  double idle_exit_slowdown_decay_us_ = 0;  // 0: the slowdown holds until the exit is paid
   double idle_period_us_ = 0;
   double skb_handover_ns_ = 0;
   nlohmann::ordered_json doc_;

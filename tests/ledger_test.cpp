@@ -186,6 +186,14 @@ TEST(Ledger, AFadingSlowdownChargesTheIntegralOfItsRateOverEachCall) {
   EXPECT_NEAR(static_cast<double>(first + second), excess(0, 2000), 2);  // as one call of 2000
   EXPECT_EQ(debt, 1'000'000 - first - second);
   l.clear_slowdown();
+  // The debt caps a fading excess as it caps a held one; the work still advances by the price.
+  std::int64_t small = 100;
+  l.set_slowdown(&small, 0.8, &work);
+  l.record({.sym = Sym::kSkbCopyBits});  // its excess, about 230, capped at the 100 left
+  EXPECT_EQ(small, 0);
+  EXPECT_EQ(work, 3000);
+  EXPECT_EQ(l.cell(Sym::kSkbCopyBits).cost_ps, 3000 + first + second + 100);
+  l.clear_slowdown();
   Ledger held(&m);
   std::int64_t debt2 = 1'000'000;
   held.set_slowdown(&debt2, 0.8);  // no work counter: the rate holds
