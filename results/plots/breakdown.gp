@@ -4,9 +4,9 @@
 set encoding utf8
 do for [fmt in 'svg png'] {
   if (fmt eq 'svg') {
-    set terminal svg size 20700,756 dynamic noenhanced font 'sans,12' background '#ffffff'
+    set terminal svg size 23100,756 dynamic noenhanced font 'sans,12' background '#ffffff'
   } else {
-    set terminal pngcairo size 20700,756 noenhanced font 'sans,11' background '#ffffff'
+    set terminal pngcairo size 23100,756 noenhanced font 'sans,11' background '#ffffff'
   }
   set output 'breakdown.'.fmt
   set title 'CPU breakdown by kernel symbol group: where each host spends its CPU'
