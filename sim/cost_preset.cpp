@@ -17,6 +17,16 @@ double valued(const JsonReader& r, double lo, double hi) {
   return r.child("value").number_in(lo, hi);
 }
 
+// A key that means something only beside another: unless `met`, fails at `key` with "expected
+// NEEDED with "KEY" (WHY), got GOT", NEEDED naming the other key (and what it must hold).
+void needs(const JsonReader& r, bool met, std::string_view needed, std::string_view key,
+           std::string_view why, std::string_view got) {
+  if (!met) {
+    r.fail("expected " + std::string(needed) + " with \"" + std::string(key) + "\" (" +
+           std::string(why) + "), got " + std::string(got));
+  }
+}
+
 constexpr std::string_view kCyclesPrefix = "cycles:";
 constexpr std::string_view kGroupPrefix = "group_scale:";
 
@@ -93,30 +103,23 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
             "after the host's polling window), got no polling window");
   }
   if (const auto s = cpu.optional_child("idle_wake_spread")) {
-    if (!cpu.optional_child("idle_wake_us")) {
-      s->fail("expected \"idle_wake_us\" with \"idle_wake_spread\" (the spread of a wake-up's "
-              "latency), got no latency");
-    }
+    needs(*s, cpu.optional_child("idle_wake_us").has_value(), "\"idle_wake_us\"",
+          "idle_wake_spread", "the spread of a wake-up's latency", "no latency");
     p.idle_wake_spread_ = valued(*s, 0, 2);
   }
   if (const auto s = cpu.optional_child("idle_wake_blocked_spread")) {
-    if (p.idle_wake_blocked_us_ <= 0) {
-      s->fail(
-          "expected \"idle_wake_blocked_us\" above 0 with \"idle_wake_blocked_spread\" (the "
-          "spread of a wake-up's latency after the host's polling window), got no such "
-          "latency");
-    }
+    needs(*s, p.idle_wake_blocked_us_ > 0, "\"idle_wake_blocked_us\" above 0",
+          "idle_wake_blocked_spread",
+          "the spread of a wake-up's latency after the host's polling window", "no such latency");
     p.idle_wake_blocked_spread_ = valued(*s, 0, 2);
   }
   if (const auto w = cpu.optional_child("idle_poll_us")) {
     p.idle_poll_us_ = valued(*w, 0, 1000);
   }
   if (const auto w = cpu.optional_child("idle_poll_wake_us")) {
-    if (!cpu.optional_child("idle_poll_us")) {
-      w->fail(
-          "expected \"idle_poll_us\" with \"idle_poll_wake_us\" (the latency of a wake-up "
-          "that finds the CPU still polling), got no polling window");
-    }
+    needs(*w, cpu.optional_child("idle_poll_us").has_value(), "\"idle_poll_us\"",
+          "idle_poll_wake_us", "the latency of a wake-up that finds the CPU still polling",
+          "no polling window");
     p.idle_poll_wake_us_ = valued(*w, 0, 10000);
   }
   if (const auto w = cpu.optional_child("syscall_us")) {
@@ -145,28 +148,22 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
     p.idle_exit_blocked_us_ = valued(*w, b.lo, b.hi);
   }
   if (const auto w = cpu.optional_child("idle_exit_slowdown")) {
-    if (p.idle_exit_blocked_us_ <= 0) {
-      w->fail(
-          "expected \"idle_exit_blocked_us\" above 0 with \"idle_exit_slowdown\" (how much "
-          "slower the work after a long halt's exit runs until that exit's cost is paid), got no "
-          "exit cost");
-    }
+    needs(*w, p.idle_exit_blocked_us_ > 0, "\"idle_exit_blocked_us\" above 0", "idle_exit_slowdown",
+          "how much slower the work after a long halt's exit runs until that exit's cost is paid",
+          "no exit cost");
     p.idle_exit_slowdown_ = valued(*w, 0, 100);
   }
   if (const auto w = cpu.optional_child("idle_exit_local_slowdown")) {
-    if (!cpu.optional_child("idle_exit_slowdown")) {
-      w->fail(
-          "expected \"idle_exit_slowdown\" with \"idle_exit_local_slowdown\" (the slowdown "
-          "after a long halt no IPI ended, beside the one after a halt an IPI ended), got none");
-    }
+    needs(*w, cpu.optional_child("idle_exit_slowdown").has_value(), "\"idle_exit_slowdown\"",
+          "idle_exit_local_slowdown",
+          "the slowdown after a long halt no IPI ended, beside the one after a halt an IPI ended",
+          "none");
     p.idle_exit_local_slowdown_ = valued(*w, 0, 100);
   }
   if (const auto w = cpu.optional_child("idle_exit_slowdown_decay_us")) {
-    if (!cpu.optional_child("idle_exit_slowdown")) {
-      w->fail(
-          "expected \"idle_exit_slowdown\" with \"idle_exit_slowdown_decay_us\" (how fast the "
-          "slowdown after a long halt fades as the CPU works), got no slowdown");
-    }
+    needs(*w, cpu.optional_child("idle_exit_slowdown").has_value(), "\"idle_exit_slowdown\"",
+          "idle_exit_slowdown_decay_us",
+          "how fast the slowdown after a long halt fades as the CPU works", "no slowdown");
     p.idle_exit_slowdown_decay_us_ = valued(*w, 0, 1000);
   }
   const JsonReader calls = root.child("calls");
