@@ -26,10 +26,39 @@
 trace_measure_bt=""
 trace_measure_mounted=""
 
+# Whether process $1, a child of this shell, still runs (a zombie, not yet waited for, does not).
+trace_measure_running() {
+  local state
+  read -r _ _ state _ 2>/dev/null <"/proc/$1/stat" || return 1
+  [[ $state != Z ]]
+}
+
+# Whether process $1 has stopped running within $2 waits of 0.2 s.
+trace_measure_gone_within() {
+  local _
+  for _ in $(seq "$2"); do
+    trace_measure_running "$1" || return 0
+    sleep 0.2
+  done
+  ! trace_measure_running "$1"
+}
+
+# Stops bpftrace with SIGINT, on which it prints its maps and exits. Once (2026-12-07) it slept on
+# after the first SIGINT and a second made it print and exit: so a second after 30 s, and SIGKILL
+# (its maps lost) after 10 s more, so that no stop hangs.
 trace_measure_stop() {
   if [[ -n "$trace_measure_bt" ]]; then
-    kill -INT "$trace_measure_bt" 2>/dev/null || true
-    wait "$trace_measure_bt" 2>/dev/null || true
+    local pid=$trace_measure_bt
+    kill -INT "$pid" 2>/dev/null || true
+    if ! trace_measure_gone_within "$pid" 150; then
+      echo "bpftrace did not exit 30 s after SIGINT: sending another" >&2
+      kill -INT "$pid" 2>/dev/null || true
+      if ! trace_measure_gone_within "$pid" 50; then
+        echo "bpftrace did not exit after a second SIGINT: killed, its maps lost" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+      fi
+    fi
+    wait "$pid" 2>/dev/null || true
     trace_measure_bt=""
   fi
   if [[ -n "$trace_measure_mounted" ]]; then
