@@ -26,17 +26,18 @@
 trace_measure_bt=""
 trace_measure_mounted=""
 
-# Whether process $1, a child of this shell, still runs (a zombie, not yet waited for, does not).
+# Whether bpftrace, process $1 (a child of this shell), still runs: neither gone, nor a zombie not
+# yet waited for, nor its number reused by another program since bash reaped it.
 trace_measure_running() {
-  local state
-  read -r _ _ state _ 2>/dev/null <"/proc/$1/stat" || return 1
-  [[ $state != Z ]]
+  local comm state
+  read -r _ comm state _ 2>/dev/null <"/proc/$1/stat" || return 1
+  [[ $comm == "(bpftrace)" && $state != [ZX] ]]
 }
 
-# Whether process $1 has stopped running within $2 waits of 0.2 s.
+# Whether bpftrace, process $1, has stopped running within $2 waits of 0.2 s.
 trace_measure_gone_within() {
-  local _
-  for _ in $(seq "$2"); do
+  local i
+  for ((i = 0; i < $2; i++)); do
     trace_measure_running "$1" || return 0
     sleep 0.2
   done
@@ -45,7 +46,8 @@ trace_measure_gone_within() {
 
 # Stops bpftrace with SIGINT, on which it prints its maps and exits. Once (2026-12-07) it slept on
 # after the first SIGINT and a second made it print and exit: so a second after 30 s, and SIGKILL
-# (its maps lost) after 10 s more, so that no stop hangs.
+# (its maps lost) after 10 s more. One that outlives SIGKILL by 10 s (stuck in the kernel) is left
+# unwaited, so that the stop returns.
 trace_measure_stop() {
   if [[ -n "$trace_measure_bt" ]]; then
     local pid=$trace_measure_bt
@@ -58,7 +60,11 @@ trace_measure_stop() {
         kill -KILL "$pid" 2>/dev/null || true
       fi
     fi
-    wait "$pid" 2>/dev/null || true
+    if trace_measure_gone_within "$pid" 50; then
+      wait "$pid" 2>/dev/null || true
+    else
+      echo "bpftrace (pid $pid) outlived SIGKILL: left behind" >&2
+    fi
     trace_measure_bt=""
   fi
   if [[ -n "$trace_measure_mounted" ]]; then
