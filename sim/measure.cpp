@@ -707,10 +707,14 @@ RunFigures stream(Lab& lab, Session& ss, const Configuration& cfg, measure::Spee
   const auto server1 = lab.tcp_counters(Role::kServer);
 
   if (tracer) {
-    // bpftrace prints its maps and exits on SIGINT. A tracer that fails here costs the traced
-    // run only: the untraced runs stand.
-    if (!tracer->wait_for(std::chrono::seconds(120))) {
-      throw TraceRefused{"bpftrace did not print its maps within 120 s of SIGINT"};
+    // bpftrace prints its maps and exits on SIGINT (a second after 60 s, for one that slept on).
+    // A tracer that fails here costs the traced run only: the untraced runs stand.
+    const auto resend = [] {
+      std::cerr << "skbsim measure: bpftrace did not exit 60 s after SIGINT: sending another\n";
+    };
+    if (!measure::wait_signalling_again(*tracer, SIGINT, std::chrono::seconds(60),
+                                        std::chrono::seconds(60), resend)) {
+      throw TraceRefused{"bpftrace did not print its maps within 120 s of SIGINT (two sent)"};
     }
     const std::string out = tracer->out();
     if (!measure::printed_maps(out)) {

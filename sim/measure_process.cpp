@@ -322,6 +322,17 @@ Completed run_checked(const std::vector<std::string>& argv, ScratchDir& scratch,
   return c;
 }
 
+std::optional<int> wait_signalling_again(Process& p, int sig, milliseconds first,
+                                         milliseconds second,
+                                         const std::function<void()>& on_resend) {
+  if (const std::optional<int> st = p.wait_for(first)) {
+    return st;
+  }
+  p.signal(sig);
+  on_resend();
+  return p.wait_for(second);
+}
+
 bool run_quietly(const std::vector<std::string>& argv, ScratchDir& scratch) noexcept {
   try {
     Process p = Process::start(argv, scratch);

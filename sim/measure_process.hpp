@@ -16,6 +16,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -149,5 +150,14 @@ Completed run_checked(const std::vector<std::string>& argv, ScratchDir& scratch,
 bool run_quietly(const std::vector<std::string>& argv, ScratchDir& scratch) noexcept;
 
 std::string join_argv(const std::vector<std::string>& argv);
+
+// Waits up to `first` for `p` to exit after `sig` was sent to it; if it still runs, sends `sig`
+// once more, calls `on_resend` and waits up to `second`. The wait status, or nullopt. bpftrace
+// prints its maps and exits on SIGINT, but once (2026-12-07) slept on after the first and printed
+// them on a second (scripts/trace-measure.sh stops it the same way). Throws Interrupted as
+// Process::wait_for does.
+std::optional<int> wait_signalling_again(Process& p, int sig, std::chrono::milliseconds first,
+                                         std::chrono::milliseconds second,
+                                         const std::function<void()>& on_resend);
 
 }  // namespace skbsim::sim::measure

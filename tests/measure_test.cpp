@@ -1932,6 +1932,51 @@ TEST(MeasureCommand, BadFlagsGiveOneLineExitTwoAndWriteNothing) {
   EXPECT_FALSE(fs::exists(out.string() + ".partial"));
 }
 
+// wait_signalling_again (the traced run's stop of bpftrace): a child that exits on the first signal
+// gets no second; one that exits only on the second gets it, once; one that ignores both is still
+// running when the second wait ends. The children are shells that trap SIGINT, signalled only
+// once they say their trap is set.
+TEST(MeasureProcess, WaitSignallingAgainSendsTheSecondSignalOnlyWhenTheFirstWasNotEnough) {
+  const std::string sh = find_program("sh");
+  ASSERT_FALSE(sh.empty());
+  struct Case {
+    const char* script;
+    int resends;
+    std::optional<int> exit_code;  // nullopt: still running
+  };
+  const std::vector<Case> cases = {
+      {"trap 'exit 3' INT", 0, 3},
+      {"n=0; trap 'n=$((n + 1)); [ $n -ge 2 ] && exit 4' INT", 1, 4},
+      {"trap '' INT", 1, std::nullopt},
+  };
+  ScratchDir scratch;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.script);
+    Process p = Process::start(
+        {sh, "-c", std::string(c.script) + "; echo ready; while :; do sleep 0.01; done"}, scratch);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (p.out().find("ready") == std::string::npos && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    ASSERT_NE(p.out().find("ready"), std::string::npos);
+    p.signal(SIGINT);
+    int resends = 0;
+    // The first wait is long enough for a shell that exits on the first signal, the second for
+    // one that exits on the second; a shell that ignores both costs the two.
+    const std::optional<int> st =
+        wait_signalling_again(p, SIGINT, milliseconds(c.resends == 0 ? 5000 : 300),
+                              milliseconds(c.exit_code ? 5000 : 300), [&] { ++resends; });
+    EXPECT_EQ(resends, c.resends);
+    ASSERT_EQ(st.has_value(), c.exit_code.has_value());
+    if (st) {
+      ASSERT_TRUE(WIFEXITED(*st));
+      EXPECT_EQ(WEXITSTATUS(*st), *c.exit_code);
+    } else {
+      EXPECT_TRUE(p.running());
+    }
+  }
+}
+
 // ---- on the machine: root, network namespaces, iperf3
 // ---------------------------------------------
 
