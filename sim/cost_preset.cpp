@@ -95,12 +95,14 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
   if (const auto w = cpu.optional_child("idle_wake_us")) {
     p.idle_wake_us_ = valued(*w, 0, 10000);
   }
-  if (const auto w = cpu.optional_child("halt_poll_max_us")) {
-    p.halt_poll_max_us_ = valued(*w, 0, 1e6);
+  const auto poll_max = cpu.optional_child("halt_poll_max_us");
+  if (const auto b = cpu.optional_child("idle_wake_blocked_us")) {
+    needs(*b, poll_max.has_value(), "\"halt_poll_max_us\"", "idle_wake_blocked_us",
+          "a wake-up is slower only after the host's polling window", "no polling window");
+  }
+  if (poll_max) {
+    p.halt_poll_max_us_ = valued(*poll_max, 0, 1e6);
     p.idle_wake_blocked_us_ = valued(cpu.child("idle_wake_blocked_us"), 0, 1e5);
-  } else if (const auto b = cpu.optional_child("idle_wake_blocked_us")) {
-    b->fail("expected \"halt_poll_max_us\" with \"idle_wake_blocked_us\" (a wake-up is slower only "
-            "after the host's polling window), got no polling window");
   }
   if (const auto s = cpu.optional_child("idle_wake_spread")) {
     needs(*s, cpu.optional_child("idle_wake_us").has_value(), "\"idle_wake_us\"",
@@ -129,11 +131,8 @@ CostPreset CostPreset::load(const std::string& path, const std::string& shown_as
     p.ipi_send_us_ = valued(*w, 0, 1000);
   }
   if (const auto w = cpu.optional_child("ipi_send_blocked_us")) {
-    if (p.halt_poll_max_us_ <= 0) {
-      w->fail(
-          "expected \"halt_poll_max_us\" above 0 with \"ipi_send_blocked_us\" (what an IPI to a "
-          "vCPU the host blocked costs its sender), got no host polling window");
-    }
+    needs(*w, p.halt_poll_max_us_ > 0, "\"halt_poll_max_us\" above 0", "ipi_send_blocked_us",
+          "what an IPI to a vCPU the host blocked costs its sender", "no host polling window");
     p.ipi_send_blocked_us_ = valued(*w, 0, 1000);
   }
   if (const auto w = cpu.optional_child("idle_period_us")) {
