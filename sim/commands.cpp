@@ -24,6 +24,7 @@
 #include "sim/input_error.hpp"
 #include "sim/kernel_groups.hpp"
 #include "sim/measure_net.hpp"
+#include "sim/measure_report.hpp"
 #include "sim/output_dir.hpp"
 #include "sim/plot.hpp"
 #include "sim/report.hpp"
@@ -286,8 +287,8 @@ Check count_check(const std::string& scenario, const std::string& figure, double
                   double predicted, double tolerance_pct, bool relative, int decimals,
                   double abs_tolerance = 0.002) {
   const double diff = predicted - measured;
-  const bool ok = relative ? std::abs(diff) <= tolerance_pct / 100.0 * measured
-                           : std::abs(diff) <= abs_tolerance;
+  const bool ok =
+      measure::count_within(measured, predicted, tolerance_pct, relative, abs_tolerance);
   const std::string error =
       relative ? (diff >= 0 ? "+" : "") +
                      (measured > 0 ? fixed(100.0 * diff / measured, 1) + "%" : "inf")
@@ -540,7 +541,7 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
     bool bytes = false;
     std::optional<Sym> minus = std::nullopt;
   };
-  static const std::array<ModelCount, 9> kModelName = {{
+  static constexpr std::array<ModelCount, 9> kModelName = {{
       {"pskb_expand_head_calls", Sym::kPskbExpandHead},
       {"skb_segment_outputs", Sym::kSkbSegment},
       {"consume_skb_calls", Sym::kConsumeSkb},
@@ -552,6 +553,8 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
       {"context_switches", Sym::kSchedule},
       {"ipis", Sym::kSendIpi},
   }};
+  static_assert(std::ranges::equal(kModelName, measure::kValidatedCounters, {},
+                                   [](const ModelCount& m) { return std::string_view(m.key); }));
   const PerSegmentReference& ps = *ref.per_segment;
   const double segs = static_cast<double>(r.segments);
   const auto measurement = measurement_file(sc);
@@ -594,20 +597,6 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
   // length. Counts both sides leave under one per two thousand segments are not shown, nor an
   // average over such a count (a bridge's own few neighbour-discovery frames in millions of
   // segments).
-  static const std::array<const char*, 12> kDeviceKeys = {
-      "xmit_skbs",
-      "xmit_segments",
-      "xmit_gso_skbs",
-      "xmit_ip_summed_none",
-      "xmit_ip_summed_partial",
-      "xmit_linear_bytes_per_skb",
-      "rx_skbs",
-      "rx_gso_skbs",
-      "rx_ip_summed_none",
-      "rx_ip_summed_unnecessary",
-      "rx_ip_summed_partial",
-      "rx_linear_bytes_per_skb",
-  };
   for (const auto& [dev, measured_counts] : ps.devices) {
     const auto it = std::find_if(h->devices.begin(), h->devices.end(),
                                  [&dev](const auto& d) { return d.first == dev; });
@@ -615,15 +604,15 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
       continue;
     }
     const auto model = device_per_segment(it->second, segs);
-    for (const char* key : kDeviceKeys) {
+    for (const std::string_view k : measure::kValidatedDeviceCounts) {
+      const std::string key(k);
       const auto m = measured_counts.find(key);
       const auto p = model.find(key);
       if (m == measured_counts.end() || p == model.end()) {
         continue;
       }
-      const bool per_skb = std::string_view(key).ends_with("_per_skb");
-      const std::string count_key =
-          per_skb ? std::string(key).substr(0, std::string_view(key).find('_')) + "_skbs" : key;
+      const bool per_skb = key.ends_with("_per_skb");
+      const std::string count_key = per_skb ? key.substr(0, key.find('_')) + "_skbs" : key;
       const auto negligible = [&count_key](const std::map<std::string, double>& counts) {
         const auto c = counts.find(count_key);
         return c == counts.end() || c->second < 0.0005;

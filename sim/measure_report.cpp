@@ -1017,6 +1017,32 @@ ojson reference_profile_groups(const ojson& profile, double service_demand_us_pe
 
 namespace {
 
+// reference.per_segment: the traced run's counts per wire segment, with the untraced runs' wake-up
+// counters and ACKs (tracing slows the stream and so changes how often the reader sleeps, and how
+// often it ACKs); null when the configuration has no traced run with segments.
+ojson reference_per_segment(const ConfigResult& r, const NetPlan& plan,
+                            const std::string& measurement_file) {
+  if (!r.trace.counts || !r.trace.run || r.trace.run->client_out_segs <= 0) {
+    return nullptr;
+  }
+  const UntracedMedians w = untraced_medians(r.runs);
+  ojson ps = per_segment_json(
+      *r.trace.counts, r.trace.run->client_out_segs, plan,
+      measurement_file + " /trace (tracepoints, bpftrace)" +
+          (w.acks ? "; the ACKs, and the reverse direction's counts, at the untraced runs' ACK "
+                    "rate (the server's TcpOutSegs per segment, median)"
+                  : ""),
+      w.acks);
+  ojson& counters = ps["counters"];
+  if (w.ipis) {
+    counters["ipis"] = rounded(*w.ipis, 5);
+  }
+  if (w.context_switches) {
+    counters["context_switches"] = rounded(*w.context_switches, 5);
+  }
+  return ps;
+}
+
 ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const NetPlan& plan,
                      const std::string& measurement_file) {
   ojson ref;
@@ -1044,24 +1070,8 @@ ojson reference_json(const MeasureContext& ctx, const ConfigResult& r, const Net
       ref["cpu_busy_pct_by_cpu"] = std::move(by_cpu);
     }
   }
-  if (r.trace.counts && r.trace.run && r.trace.run->client_out_segs > 0) {
-    // The wake-up counters and the ACKs of the untraced runs (tracing slows the stream and so
-    // changes how often the reader sleeps, and how often it ACKs).
-    const UntracedMedians w = untraced_medians(r.runs);
-    ref["per_segment"] = per_segment_json(
-        *r.trace.counts, r.trace.run->client_out_segs, plan,
-        measurement_file + " /trace (tracepoints, bpftrace)" +
-            (w.acks ? "; the ACKs, and the reverse direction's counts, at the untraced runs' ACK "
-                      "rate (the server's TcpOutSegs per segment, median)"
-                    : ""),
-        w.acks);
-    ojson& counters = ref["per_segment"]["counters"];
-    if (w.ipis) {
-      counters["ipis"] = rounded(*w.ipis, 5);
-    }
-    if (w.context_switches) {
-      counters["context_switches"] = rounded(*w.context_switches, 5);
-    }
+  if (ojson ps = reference_per_segment(r, plan, measurement_file); !ps.is_null()) {
+    ref["per_segment"] = std::move(ps);
   }
   if (r.trace.counts && !r.trace.counts->profile.empty() &&
       ref.contains("service_demand_us_per_kb")) {
@@ -1675,7 +1685,79 @@ struct CompareTally {
   // The same medians adjusted to the set's speed (speed_adjusted), for configurations with a probe
   // on both sides.
   SpeedAdjustedTally adjusted;
+  // The kernel's per-segment counts against the set's (compare_counts): their rows, how many were
+  // compared and held, and each configuration with a count beyond, as "<name> (<how many>)".
+  std::ostringstream count_rows;
+  int counts_compared = 0;
+  int counts_within = 0;
+  std::vector<std::string> counts_beyond;
 };
+
+// The kernel's counts per wire segment now (`now`, as reference_per_segment makes them) against the
+// set's (`committed`, its reference.per_segment), by count_within and the set's tolerance: each
+// validated counter and device count (kValidatedCounters, kValidatedDeviceCounts) that both have,
+// a row each. As in skbsim validate, a device's count both leave under one per two thousand
+// segments is not compared, nor an average over such a count (bytes per skb).
+void compare_counts(const std::string& name, const ojson& committed, const ojson& now,
+                    CompareTally& t) {
+  if (!committed.is_object() || !now.is_object()) {
+    return;
+  }
+  const double tolerance = committed.value("tolerance_pct", 10.0);
+  int beyond = 0;
+  const auto row = [&](const std::string& figure, double ref, double value, bool relative) {
+    const bool ok = count_within(ref, value, tolerance, relative);
+    ++t.counts_compared;
+    t.counts_within += ok ? 1 : 0;
+    beyond += ok ? 0 : 1;
+    const double d = value - ref;
+    const std::string diff = !relative  ? (d >= 0 ? "+" : "") + fixed(d, 4)
+                             : ref != 0 ? signed_pct(diff_pct(value, ref))
+                                        : "inf";
+    t.count_rows << std::left << std::setw(28) << name << std::setw(34) << figure << std::right
+                 << std::setw(12) << fixed(ref, 4) << std::setw(12) << fixed(value, 4)
+                 << std::setw(10) << diff << "  " << (ok ? "yes" : "NO") << "\n";
+  };
+  const auto number = [](const ojson& o, const std::string& key) -> std::optional<double> {
+    const auto it = o.is_object() ? o.find(key) : o.end();
+    return it != o.end() && it->is_number() ? std::optional(it->get<double>()) : std::nullopt;
+  };
+  const ojson& counters = committed.value("counters", ojson());
+  for (const std::string_view k : kValidatedCounters) {
+    const std::string key(k);
+    const auto ref = number(counters, key);
+    const auto value = number(now.value("counters", ojson()), key);
+    if (ref && value) {
+      row(key, *ref, *value, *ref >= 0.01);
+    }
+  }
+  const ojson& devices = committed.value("devices", ojson());
+  const ojson& now_devices = now.value("devices", ojson());
+  for (auto dev = devices.begin(); devices.is_object() && dev != devices.end(); ++dev) {
+    const ojson& now_dev =
+        now_devices.is_object() ? now_devices.value(dev.key(), ojson()) : ojson();
+    for (const std::string_view k : kValidatedDeviceCounts) {
+      const std::string key(k);
+      const auto ref = number(*dev, key);
+      const auto value = number(now_dev, key);
+      if (!ref || !value) {
+        continue;
+      }
+      const bool per_skb = key.ends_with("_per_skb");
+      const std::string count_key = per_skb ? key.substr(0, key.find('_')) + "_skbs" : key;
+      const auto negligible = [&](const ojson& o) {
+        return number(o, count_key).value_or(0) < 0.0005;
+      };
+      if (negligible(*dev) && negligible(now_dev)) {
+        continue;
+      }
+      row(dev.key() + " " + key, *ref, *value, per_skb || *ref >= 0.01);
+    }
+  }
+  if (beyond > 0) {
+    t.counts_beyond.push_back(name + " (" + std::to_string(beyond) + ")");
+  }
+}
 
 // A median beyond the tolerance, against the committed runs' own range (`runs`: the measurement
 // file's summary): inside it, the set's runs already spread that far (context only; the verdict
@@ -1762,6 +1844,8 @@ std::string compare_configuration(const ConfigResult& r, const std::filesystem::
       << signed_pct(diff) << "  " << (ok ? "yes" : "NO")
       << (range.empty() ? "" : "  (" + range + ")") << "\n";
   }
+  compare_counts(name, ref.value("per_segment", ojson()),
+                 reference_per_segment(r, plan_for(r.config.topology), ""), t);
   return s.str();
 }
 
@@ -1839,7 +1923,23 @@ std::string compare_text(const std::vector<ConfigResult>& results, const std::fi
       << (*alu_median > 0 ? "slower" : "faster") << " than when the set was measured";
   }
   s << "\n" << at_set_speed_text(t.adjusted, compared, tolerance_pct, judge_speed_adjusted);
+  if (t.counts_compared > 0) {
+    s << "\nthe kernel's counts per segment against the set's (reference.per_segment, what skbsim "
+         "validate holds the model to; context, not the verdict):\n"
+      << std::left << std::setw(28) << "configuration" << std::setw(34) << "count" << std::right
+      << std::setw(12) << "committed" << std::setw(12) << "now" << std::setw(10) << "diff"
+      << "  ok\n"
+      << t.count_rows.str() << "counts: " << t.counts_within << " of " << t.counts_compared
+      << " within the set's tolerance"
+      << (t.counts_beyond.empty() ? "" : "; beyond in: " + joined(t.counts_beyond, ", ")) << "\n";
+  }
   return s.str();
+}
+
+bool count_within(double reference, double value, double tolerance_pct, bool relative,
+                  double abs_tolerance) {
+  const double diff = std::abs(value - reference);
+  return relative ? diff <= tolerance_pct / 100.0 * reference : diff <= abs_tolerance;
 }
 
 }  // namespace skbsim::sim::measure

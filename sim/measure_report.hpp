@@ -13,11 +13,13 @@
 // <config> is "<topology>-<variant>-<rate>", e.g. "forward-off-unlimited", "direct-on-1000mbps".
 // Pure functions from plain structs to JSON: no clock, no files.
 
+#include <array>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
-#include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -162,10 +164,45 @@ std::string trace_summary(const ConfigResult& r);
 // machine_differences). Where both sides have speed probes it also counts the medians adjusted to
 // the set's speed (each configuration's ALU step now against the set's; docs/measure.md, "At the
 // set's speed"), as context, or as the verdict (`all_within`) with `judge_speed_adjusted` when
-// every configuration has them. Text for the summary.
+// every configuration has them. Then, as context, the kernel's per-segment counts now (see
+// reference.per_segment) against the set's, by count_within, for the configurations traced on
+// both sides. Text for the summary.
 std::string compare_text(const std::vector<ConfigResult>& results, const std::filesystem::path& dir,
                          const Machine& machine, double tolerance_pct, bool& all_within,
                          bool judge_speed_adjusted = false);
+
+// The counts of reference.per_segment that `skbsim validate` holds the model's to, and --compare a
+// new campaign's: these counters, and these of each device.
+inline constexpr std::array<std::string_view, 9> kValidatedCounters = {
+    "pskb_expand_head_calls",
+    "skb_segment_outputs",
+    "consume_skb_calls",
+    "kfree_skb_calls",
+    "skb_copy_datagram_iovec_calls",
+    "skb_copy_datagram_iovec_bytes",
+    "tcp_acks_sent",
+    "context_switches",
+    "ipis"};
+inline constexpr std::array<std::string_view, 12> kValidatedDeviceCounts = {
+    "xmit_skbs",
+    "xmit_segments",
+    "xmit_gso_skbs",
+    "xmit_ip_summed_none",
+    "xmit_ip_summed_partial",
+    "xmit_linear_bytes_per_skb",
+    "rx_skbs",
+    "rx_gso_skbs",
+    "rx_ip_summed_none",
+    "rx_ip_summed_unnecessary",
+    "rx_ip_summed_partial",
+    "rx_linear_bytes_per_skb"};
+
+// reference.per_segment's rule, by which `skbsim validate` holds the model's counts to the
+// kernel's and --compare a new campaign's to a committed set's: within `tolerance_pct` of
+// `reference` when `relative`, else within `abs_tolerance` of it (a count under one per hundred
+// segments, whose relative error says nothing).
+bool count_within(double reference, double value, double tolerance_pct, bool relative,
+                  double abs_tolerance = 0.002);
 
 // The machine a committed set was measured on: the "machine" object of its first measurement
 // file (DIR/measurements/*.json, by name); nullopt when it has none.

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
+#include <sstream>
 #include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -1320,6 +1322,60 @@ TEST(MeasureReport, CompareHoldsMediansAgainstTheCommittedReferences) {
                       "direct-on-unlimited (no committed reference)"),
             std::string::npos)
       << text;
+}
+
+// --compare also holds the kernel's per-segment counts now against the set's
+// reference.per_segment, by skbsim validate's rule (10 %, or 0.002 a segment under 0.01), as
+// context: a count beyond shows, and the verdict stays the medians'.
+TEST(MeasureReport, CompareHoldsTheKernelsCountsAgainstTheSetsAsContext) {
+  TempDir tmp;
+  ConfigResult r = sample_result(Topology::kDirect);
+  const std::string name = r.config.name();
+  nlohmann::ordered_json ref =
+      scenario_json(sample_context(), r, "x.json", "measurements/x.json")["reference"];
+  ASSERT_TRUE(ref.contains("per_segment"));
+  const auto write = [&] {
+    std::ofstream(tmp.path() / (name + ".json")) << nlohmann::ordered_json{{"reference", ref}};
+  };
+  // "counts: N of M within": the two numbers.
+  const auto tally = [](const std::string& text) {
+    const std::size_t at = text.find("\ncounts: ");
+    int within = -1;
+    int compared = -1;
+    if (at != std::string::npos) {
+      std::istringstream in(text.substr(at + 9));
+      std::string of;
+      in >> within >> of >> compared;
+    }
+    return std::pair{within, compared};
+  };
+  write();
+  bool ok = false;
+  std::string text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
+  EXPECT_TRUE(ok) << text;
+  EXPECT_NE(text.find("the kernel's counts per segment against the set's"), std::string::npos)
+      << text;
+  const auto [same_within, same_compared] = tally(text);
+  EXPECT_GT(same_compared, 5) << text;
+  EXPECT_EQ(same_within, same_compared) << text;
+  ref["per_segment"]["counters"]["pskb_expand_head_calls"] = 0.6;  // now 0.5: -16.7 %
+  ref["per_segment"]["counters"]["kfree_skb_calls"] = 0.0015;      // now 0: within 0.002
+  write();
+  text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
+  EXPECT_TRUE(ok) << text;  // context, not the verdict
+  EXPECT_NE(text.find("pskb_expand_head_calls                  0.6000      0.5000    -16.7%  NO\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("kfree_skb_calls                         0.0015      0.0000   -0.0015  yes\n"),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(tally(text), std::pair(same_compared - 1, same_compared)) << text;
+  EXPECT_NE(text.find("; beyond in: direct-off-unlimited (1)\n"), std::string::npos) << text;
+  // Untraced now: no counts to hold.
+  r.trace.counts.reset();
+  text = compare_text({r}, tmp.path(), sample_context().machine, 15, ok);
+  EXPECT_EQ(text.find("the kernel's counts"), std::string::npos) << text;
 }
 
 // A median beyond the tolerance is set against the committed runs' own min..max (the measurement
