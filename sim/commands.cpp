@@ -573,7 +573,7 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
     }
     const double measured = it->second;
     checks.push_back(count_check(sc.name, "per segment " + key, measured, count / segs,
-                                 ps.tolerance_pct, measured >= 0.01, 4));
+                                 ps.tolerance_pct, measure::count_relative(key, measured), 4));
     if (key == "tcp_acks_sent" && measurement) {
       if (const auto runs = ack_rate_runs(*measurement)) {
         checks.back().note = "kernel runs " + fixed(runs->first, 4) + ".." + fixed(runs->second, 4);
@@ -594,9 +594,7 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
     coalesce_checks(sc, r, *measurement, ps.tolerance_pct, checks);
   }
   // Per device: the skbs crossing it per segment, by ip_summed, GSO or not, and their linear
-  // length. Counts both sides leave under one per two thousand segments are not shown, nor an
-  // average over such a count (a bridge's own few neighbour-discovery frames in millions of
-  // segments).
+  // length; negligible counts (measure::device_count_over) are not shown.
   for (const auto& [dev, measured_counts] : ps.devices) {
     const auto it = std::find_if(h->devices.begin(), h->devices.end(),
                                  [&dev](const auto& d) { return d.first == dev; });
@@ -611,20 +609,19 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
       if (m == measured_counts.end() || p == model.end()) {
         continue;
       }
-      const bool per_skb = key.ends_with("_per_skb");
-      const std::string count_key = per_skb ? key.substr(0, key.find('_')) + "_skbs" : key;
-      const auto negligible = [&count_key](const std::map<std::string, double>& counts) {
-        const auto c = counts.find(count_key);
-        return c == counts.end() || c->second < 0.0005;
+      const std::string over = measure::device_count_over(key);
+      const auto negligible = [&over](const std::map<std::string, double>& counts) {
+        const auto c = counts.find(over);
+        return c == counts.end() || c->second < measure::kNegligibleDeviceCount;
       };
       if (negligible(measured_counts) && negligible(model)) {
         continue;
       }
       const double measured = m->second;
       const double predicted = p->second;
-      checks.push_back(count_check(sc.name, dev + " " + key, measured, predicted,
-                                   ps.tolerance_pct, per_skb || measured >= 0.01,
-                                   per_skb ? 0 : 4));
+      const bool per_skb = over != key;
+      checks.push_back(count_check(sc.name, dev + " " + key, measured, predicted, ps.tolerance_pct,
+                                   measure::count_relative(key, measured), per_skb ? 0 : 4));
     }
   }
 }

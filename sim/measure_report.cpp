@@ -1694,16 +1694,27 @@ struct CompareTally {
 };
 
 // The kernel's counts per wire segment now (`now`, as reference_per_segment makes them) against the
-// set's (`committed`, its reference.per_segment), by count_within and the set's tolerance: each
-// validated counter and device count (kValidatedCounters, kValidatedDeviceCounts) that both have,
-// a row each. As in skbsim validate, a device's count both leave under one per two thousand
-// segments is not compared, nor an average over such a count (bytes per skb).
+// set's (`committed`, its reference.per_segment), by validate's rule (count_within,
+// count_relative) and the set's tolerance: each validated counter and device count
+// (kValidatedCounters, kValidatedDeviceCounts) that both have, a row each, but for a device's
+// negligible ones (device_count_over).
 void compare_counts(const std::string& name, const ojson& committed, const ojson& now,
                     CompareTally& t) {
   if (!committed.is_object() || !now.is_object()) {
     return;
   }
-  const double tolerance = committed.value("tolerance_pct", 10.0);
+  // A number at o[key]; nullopt when o is no object or holds no number there.
+  const auto number = [](const ojson& o, const std::string& key) -> std::optional<double> {
+    const auto it = o.is_object() ? o.find(key) : o.end();
+    return it != o.end() && it->is_number() ? std::optional(it->get<double>()) : std::nullopt;
+  };
+  // An object at o[key], else null.
+  const auto object = [](const ojson& o, const std::string& key) -> const ojson& {
+    static const ojson kNone;
+    const auto it = o.find(key);
+    return it != o.end() && it->is_object() ? *it : kNone;
+  };
+  const double tolerance = number(committed, "tolerance_pct").value_or(10.0);
   int beyond = 0;
   const auto row = [&](const std::string& figure, double ref, double value, bool relative) {
     const bool ok = count_within(ref, value, tolerance, relative);
@@ -1711,47 +1722,37 @@ void compare_counts(const std::string& name, const ojson& committed, const ojson
     t.counts_within += ok ? 1 : 0;
     beyond += ok ? 0 : 1;
     const double d = value - ref;
-    const std::string diff = !relative  ? (d >= 0 ? "+" : "") + fixed(d, 4)
-                             : ref != 0 ? signed_pct(diff_pct(value, ref))
-                                        : "inf";
+    const std::string diff = !relative                ? (d >= 0 ? "+" : "") + fixed(d, 4)
+                             : ref != 0 || value == 0 ? signed_pct(diff_pct(value, ref))
+                                                      : "inf";
     t.count_rows << std::left << std::setw(28) << name << std::setw(34) << figure << std::right
                  << std::setw(12) << fixed(ref, 4) << std::setw(12) << fixed(value, 4)
                  << std::setw(10) << diff << "  " << (ok ? "yes" : "NO") << "\n";
   };
-  const auto number = [](const ojson& o, const std::string& key) -> std::optional<double> {
-    const auto it = o.is_object() ? o.find(key) : o.end();
-    return it != o.end() && it->is_number() ? std::optional(it->get<double>()) : std::nullopt;
-  };
-  const ojson& counters = committed.value("counters", ojson());
+  const ojson& counters = object(committed, "counters");
+  const ojson& now_counters = object(now, "counters");
   for (const std::string_view k : kValidatedCounters) {
     const std::string key(k);
     const auto ref = number(counters, key);
-    const auto value = number(now.value("counters", ojson()), key);
+    const auto value = number(now_counters, key);
     if (ref && value) {
-      row(key, *ref, *value, *ref >= 0.01);
+      row(key, *ref, *value, count_relative(key, *ref));
     }
   }
-  const ojson& devices = committed.value("devices", ojson());
-  const ojson& now_devices = now.value("devices", ojson());
-  for (auto dev = devices.begin(); devices.is_object() && dev != devices.end(); ++dev) {
-    const ojson& now_dev =
-        now_devices.is_object() ? now_devices.value(dev.key(), ojson()) : ojson();
+  const ojson& now_devices = object(now, "devices");
+  for (const auto& [dev, counts] : object(committed, "devices").items()) {
+    const ojson& now_counts = object(now_devices, dev);
     for (const std::string_view k : kValidatedDeviceCounts) {
       const std::string key(k);
-      const auto ref = number(*dev, key);
-      const auto value = number(now_dev, key);
-      if (!ref || !value) {
-        continue;
-      }
-      const bool per_skb = key.ends_with("_per_skb");
-      const std::string count_key = per_skb ? key.substr(0, key.find('_')) + "_skbs" : key;
+      const auto ref = number(counts, key);
+      const auto value = number(now_counts, key);
+      const std::string over = device_count_over(key);
       const auto negligible = [&](const ojson& o) {
-        return number(o, count_key).value_or(0) < 0.0005;
+        return number(o, over).value_or(0) < kNegligibleDeviceCount;
       };
-      if (negligible(*dev) && negligible(now_dev)) {
-        continue;
+      if (ref && value && !(negligible(counts) && negligible(now_counts))) {
+        row(dev + " " + key, *ref, *value, count_relative(key, *ref));
       }
-      row(dev.key() + " " + key, *ref, *value, per_skb || *ref >= 0.01);
     }
   }
   if (beyond > 0) {
@@ -1940,6 +1941,15 @@ bool count_within(double reference, double value, double tolerance_pct, bool rel
                   double abs_tolerance) {
   const double diff = std::abs(value - reference);
   return relative ? diff <= tolerance_pct / 100.0 * reference : diff <= abs_tolerance;
+}
+
+bool count_relative(std::string_view key, double reference) {
+  return key.ends_with("_per_skb") || reference >= 0.01;
+}
+
+std::string device_count_over(std::string_view key) {
+  return key.ends_with("_per_skb") ? std::string(key.substr(0, key.find('_'))) + "_skbs"
+                                   : std::string(key);
 }
 
 }  // namespace skbsim::sim::measure

@@ -203,6 +203,15 @@ inline constexpr std::array<std::string_view, 12> kValidatedDeviceCounts = {
 // segments, whose relative error says nothing).
 bool count_within(double reference, double value, double tolerance_pct, bool relative,
                   double abs_tolerance = 0.002);
+// Whether that rule holds `key` relatively: an average over a device's skbs (`*_per_skb`) always,
+// a count when it is at least one per hundred segments.
+bool count_relative(std::string_view key, double reference);
+// The count a device's `key` is over: "xmit_skbs" for "xmit_linear_bytes_per_skb", the key itself
+// for a count. A device count both sides leave under kNegligibleDeviceCount a segment (a bridge's
+// own few neighbour-discovery frames in millions of segments) is not compared, nor an average
+// over such a count.
+std::string device_count_over(std::string_view key);
+inline constexpr double kNegligibleDeviceCount = 0.0005;
 
 // The machine a committed set was measured on: the "machine" object of its first measurement
 // file (DIR/measurements/*.json, by name); nullopt when it has none.
