@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "sim/kernel_groups.hpp"
+#include "sim/measure_report.hpp"
 #include "sim/report.hpp"
 #include "sim/run.hpp"
 
@@ -21,6 +22,16 @@ void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out)
     }
     if (const auto p = predicted_figure(r, local, remote, f.key)) {
       out.push_back({sc.name, f.key, f.value, *p});
+    }
+  }
+  // Counts per wire segment on the local host. A count validate compares absolutely (under one
+  // per hundred segments) has no relative error worth fitting and is left out.
+  if (ref.per_segment && local != nullptr) {
+    for (const auto& [key, measured] : ref.per_segment->counters) {
+      const auto p = predicted_counter(r, *local, key);
+      if (p && measure::count_relative(key, measured)) {
+        out.push_back({sc.name, std::string(kCountFigurePrefix) + key, measured, *p});
+      }
     }
   }
   // A kernel profile's groups, µs/KB on the local host. A group too small for a relative error

@@ -23,6 +23,9 @@ namespace skbsim::sim {
 
 // A kernel-profile group's µs/KB as a fitted figure: "profile:ip" (reference.profile_groups).
 inline constexpr std::string_view kProfileFigurePrefix = "profile:";
+// A count per wire segment as a fitted figure: "count:tcp_acks_sent"
+// (reference.per_segment.counters, one of measure::kValidatedCounters).
+inline constexpr std::string_view kCountFigurePrefix = "count:";
 
 struct Residual {
   std::string scenario;

@@ -534,46 +534,21 @@ void per_segment_checks(const Scenario& sc, const RunResult& r, std::vector<Chec
   if (!ref.per_segment || h == nullptr || r.segments == 0) {
     return;
   }
-  // Each counter the model has: its calls or bytes of one symbol, less another's calls.
-  struct ModelCount {
-    const char* key;
-    Sym sym;
-    bool bytes = false;
-    std::optional<Sym> minus = std::nullopt;
-  };
-  static constexpr std::array<ModelCount, 9> kModelName = {{
-      {"pskb_expand_head_calls", Sym::kPskbExpandHead},
-      {"skb_segment_outputs", Sym::kSkbSegment},
-      {"consume_skb_calls", Sym::kConsumeSkb},
-      {"kfree_skb_calls", Sym::kKfreeSkb},
-      {"skb_copy_datagram_iovec_calls", Sym::kSkbCopyDatagramIovec},
-      {"skb_copy_datagram_iovec_bytes", Sym::kSkbCopyDatagramIovec, true},
-      {"tcp_acks_sent", Sym::kTcpSendAck},
-      // /proc/stat ctxt and the CAL + RES IPIs of the untraced runs
-      {"context_switches", Sym::kSchedule},
-      {"ipis", Sym::kSendIpi},
-  }};
-  static_assert(std::ranges::equal(kModelName, measure::kValidatedCounters, {},
-                                   [](const ModelCount& m) { return std::string_view(m.key); }));
   const PerSegmentReference& ps = *ref.per_segment;
   const double segs = static_cast<double>(r.segments);
   const auto measurement = measurement_file(sc);
   const auto behind = measurement ? traced_run_behind(*measurement) : std::nullopt;
   const auto merges = measurement ? traced_run_merges(*measurement) : std::nullopt;
-  for (const ModelCount& model : kModelName) {
-    const std::string key = model.key;
+  for (const std::string_view k : measure::kValidatedCounters) {
+    const std::string key(k);
     auto it = ps.counters.find(key);
-    if (it == ps.counters.end()) {
+    const auto count = predicted_counter(r, *h, key);
+    if (it == ps.counters.end() || !count) {
       continue;
     }
-    const LedgerCell& c = h->cells[static_cast<std::size_t>(model.sym)];
-    double count = static_cast<double>(model.bytes ? c.bytes() : c.calls);
-    if (model.minus) {
-      count -= static_cast<double>(h->cells[static_cast<std::size_t>(*model.minus)].calls);
-    }
     const double measured = it->second;
-    checks.push_back(count_check(sc.name, "per segment " + key, measured, count / segs,
-                                 ps.tolerance_pct, measure::count_relative(key, measured), 4));
+    checks.push_back(count_check(sc.name, "per segment " + key, measured, *count, ps.tolerance_pct,
+                                 measure::count_relative(key, measured), 4));
     if (key == "tcp_acks_sent" && measurement) {
       if (const auto runs = ack_rate_runs(*measurement)) {
         checks.back().note = "kernel runs " + fixed(runs->first, 4) + ".." + fixed(runs->second, 4);
@@ -947,7 +922,9 @@ int run_calibrate(const std::vector<std::string>& args) {
       "the reference figures to fit: cpu_util_pct, service_demand_us_per_kb, "
       "remote_cpu_util_pct, remote_service_demand_us_per_kb (default: all of these a reference "
       "has), cpu_busy_pct_by_cpu (each CPU's busy share; only when named), profile:<group> (a "
-      "group's us/KB in reference.profile_groups; only when named)")(
+      "group's us/KB in reference.profile_groups; only when named), count:<counter> (a count "
+      "per wire segment in reference.per_segment, such as count:tcp_acks_sent; only when named, "
+      "and only where validate holds it relatively, at one per hundred segments or more)")(
       "out,o", po::value<std::string>(), "where to write the fitted preset (default: print it)")(
       "prior", po::value<std::vector<std::string>>()->multitoken(),
       "PARAM=FACTOR: condition the fit with a log-normal prior on a free parameter, centred on "
@@ -957,8 +934,8 @@ int run_calibrate(const std::vector<std::string>& args) {
       "fit profile:<group> figures only from references whose flows have no rate limit: at a "
       "fixed rate the kernel spreads the cost of leaving idle over every function it runs "
       "next (cold caches), where the model charges it to one symbol (cpu.idle_exit_blocked_us); "
-      "the rate-limited references' other figures still count")(
-      "no-loo", "skip the leave-one-out table")(
+      "the rate-limited references' other figures still count")("no-loo",
+                                                                "skip the leave-one-out table")(
       "start", po::value<std::vector<std::string>>()->multitoken(),
       "FACTOR...: start a descent from the preset's values times each FACTOR, every free "
       "parameter alike (default: 1 0.5 2); one FACTOR redoes one descent of a fit record's "
@@ -1041,8 +1018,19 @@ int run_calibrate(const std::vector<std::string>& args) {
                                                  : all_figures;
     const std::set<std::string, std::less<>> named(figures.begin(), figures.end());
     std::set<std::string> profile_figures;
+    std::set<std::string, std::less<>> count_figures;
     for (const std::string& fig : figures) {
-      if (fig.rfind(kProfileFigurePrefix, 0) == 0) {
+      if (fig.rfind(kCountFigurePrefix, 0) == 0) {
+        const std::string counter = fig.substr(kCountFigurePrefix.size());
+        if (std::find(measure::kValidatedCounters.begin(), measure::kValidatedCounters.end(),
+                      counter) == measure::kValidatedCounters.end()) {
+          throw InputError("--figure", "",
+                           "expected count:<counter> with a counter of reference.per_segment "
+                           "that validate compares (tcp_acks_sent, context_switches, ...), got \"" +
+                               fig + "\"");
+        }
+        count_figures.insert(counter);
+      } else if (fig.rfind(kProfileFigurePrefix, 0) == 0) {
         const std::string group = fig.substr(kProfileFigurePrefix.size());
         if (!is_busy_group(group) || !model_has_group(group)) {
           throw InputError("--figure", "",
@@ -1053,9 +1041,11 @@ int run_calibrate(const std::vector<std::string>& args) {
         profile_figures.insert(group);
       } else if (std::find(all_figures.begin(), all_figures.end(), fig) == all_figures.end() &&
                  fig != kBusyFigures) {
-        throw InputError("--figure", "", "expected one of cpu_util_pct, service_demand_us_per_kb, "
+        throw InputError("--figure", "",
+                         "expected one of cpu_util_pct, service_demand_us_per_kb, "
                          "remote_cpu_util_pct, remote_service_demand_us_per_kb, "
-                         "cpu_busy_pct_by_cpu, profile:<group>, got \"" + fig + "\"");
+                         "cpu_busy_pct_by_cpu, profile:<group>, count:<counter>, got \"" +
+                             fig + "\"");
       }
     }
     auto keep = [&named](std::optional<double>& v, const char* name) {
@@ -1091,10 +1081,21 @@ int run_calibrate(const std::vector<std::string>& args) {
           }
         }
       }
-      // What is left to fit: a figure the fit uses, or a profile group.
+      // Counts: only the named counters (the devices' counts are not fitted).
+      if (sc.reference && sc.reference->per_segment) {
+        PerSegmentReference& ps = *sc.reference->per_segment;
+        ps.devices.clear();
+        std::erase_if(ps.counters,
+                      [&count_figures](const auto& c) { return !count_figures.contains(c.first); });
+        if (ps.counters.empty()) {
+          sc.reference->per_segment.reset();
+        }
+      }
+      // What is left to fit: a figure the fit uses, a profile group or a count.
       const auto fitted = [](const Reference& r) {
         const auto figs = r.figures();
-        return r.profile_groups || std::any_of(figs.begin(), figs.end(), is_fitted_figure);
+        return r.profile_groups || r.per_segment ||
+               std::any_of(figs.begin(), figs.end(), is_fitted_figure);
       };
       if (sc.reference && fitted(*sc.reference)) {
         scenarios.push_back(std::move(sc));

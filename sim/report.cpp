@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "sim/measure_report.hpp"
+
 namespace skbsim::sim {
 namespace {
 
@@ -130,6 +132,36 @@ std::optional<double> predicted_figure(const RunResult& r, const HostResult* loc
     return h->cpu_util_pct;
   }
   return h->service_demand_us_per_kb;
+}
+
+std::optional<double> predicted_counter(const RunResult& r, const HostResult& h,
+                                        std::string_view key) {
+  // Each counter's symbol, and whether it counts bytes rather than calls
+  struct ModelCount {
+    std::string_view key;
+    Sym sym;
+    bool bytes = false;
+  };
+  static constexpr std::array<ModelCount, 9> kModelCounts = {{
+      {"pskb_expand_head_calls", Sym::kPskbExpandHead},
+      {"skb_segment_outputs", Sym::kSkbSegment},
+      {"consume_skb_calls", Sym::kConsumeSkb},
+      {"kfree_skb_calls", Sym::kKfreeSkb},
+      {"skb_copy_datagram_iovec_calls", Sym::kSkbCopyDatagramIovec},
+      {"skb_copy_datagram_iovec_bytes", Sym::kSkbCopyDatagramIovec, true},
+      {"tcp_acks_sent", Sym::kTcpSendAck},
+      // /proc/stat ctxt and the CAL + RES IPIs of the untraced runs
+      {"context_switches", Sym::kSchedule},
+      {"ipis", Sym::kSendIpi},
+  }};
+  static_assert(
+      std::ranges::equal(kModelCounts, measure::kValidatedCounters, {}, &ModelCount::key));
+  const auto it = std::ranges::find(kModelCounts, key, &ModelCount::key);
+  if (it == kModelCounts.end() || r.segments == 0) {
+    return std::nullopt;
+  }
+  const LedgerCell& c = h.cells[static_cast<std::size_t>(it->sym)];
+  return static_cast<double>(it->bytes ? c.bytes() : c.calls) / static_cast<double>(r.segments);
 }
 
 nlohmann::ordered_json error_pct(const RunResult& r, const Reference& ref) {

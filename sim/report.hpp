@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,11 @@ struct ReportOptions {
 // the run has no such host or CPU.
 std::optional<double> predicted_figure(const RunResult& r, const HostResult* local,
                                        const HostResult* remote, const std::string& key);
+// The model's count per wire segment of a reference.per_segment counter (one of
+// measure::kValidatedCounters): calls or bytes of its symbol on host `h` over the run's segments;
+// nullopt for another key or a run without segments.
+std::optional<double> predicted_counter(const RunResult& r, const HostResult& h,
+                                        std::string_view key);
 // Predicted - measured, in percent of measured, for every figure the reference has.
 nlohmann::ordered_json error_pct(const RunResult& r, const Reference& ref);
 // The whole result as JSON (schema 1, docs/results.md). Deterministic: ordered keys, no clocks.

@@ -816,6 +816,35 @@ TEST(CalibrateCommand, AProfileFigureNamesAGroupTheModelHas) {
       << r.err;
 }
 
+// calibrate fits a count per segment only when named (count:tcp_acks_sent), and only one of the
+// counters validate compares.
+TEST(CalibrateCommand, ACountFigureIsFittedOnlyWhenNamed) {
+  const std::vector<std::string> base = {"calibrate",
+                                         "--scenarios",
+                                         "scenarios/measured/vm-2core/direct-off-unlimited.json",
+                                         "--preset",
+                                         "scenarios/models/modern-2core.json",
+                                         "--no-loo",
+                                         "--start",
+                                         "1",
+                                         "--figure",
+                                         "service_demand_us_per_kb"};
+  std::vector<std::string> with_count = base;
+  with_count.emplace_back("count:tcp_acks_sent");
+  std::vector<std::string> nonsense = base;
+  nonsense.emplace_back("count:sk_buff_allocs");  // in the reference, but not validated
+  const std::vector<Invocation> runs =
+      run_batch(SKBSIM_BINARY, kSource, {base, with_count, nonsense});
+  ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
+  ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
+  EXPECT_NE(runs[0].out.find("to 1 figures of 1 scenarios"), std::string::npos) << runs[0].out;
+  EXPECT_NE(runs[1].out.find("to 2 figures of 1 scenarios"), std::string::npos) << runs[1].out;
+  EXPECT_NE(runs[1].out.find("direct-off-unlimited  count:tcp_acks_sent"), std::string::npos)
+      << runs[1].out;
+  EXPECT_EQ(runs[2].exit_code, 2);
+  EXPECT_EQ(runs[2].err.rfind("--figure: expected count:<counter>", 0), 0U) << runs[2].err;
+}
+
 // calibrate --profile-unlimited-only: a rate-limited reference's profile groups are left out of
 // the fit (the model charges leaving idle to one symbol; the kernel spreads it), its service
 // demand stays in. (The row's tcp group, 0.049 us/KB, is above the floor under which a group is

@@ -1,6 +1,8 @@
 // Cost presets by kernel-profile group (sim/cost_preset.cpp, sim/kernel_groups.cpp) and the fit of
 // a group's scale to a kernel profile's share (sim/calibrate.cpp, figures "profile:<group>").
 
+#include "sim/cost_preset.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,12 +18,13 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/calibrate.hpp"
-#include "sim/cost_preset.hpp"
 #include "sim/input_error.hpp"
 #include "sim/kernel_groups.hpp"
 #include "sim/net.hpp"
+#include "sim/report.hpp"
 #include "sim/run.hpp"
 #include "sim/scenario.hpp"
+
 #include "tests/support/process.hpp"
 
 namespace skbsim::sim {
@@ -227,6 +230,31 @@ TEST(CalibrationGroups, AGroupUnderTheAbsoluteFloorIsNotFitted) {
   ASSERT_EQ(f.residuals.size(), 2U);
   EXPECT_EQ(f.residuals[0].figure, "service_demand_us_per_kb");
   EXPECT_EQ(f.residuals[1].figure, "profile:ip");
+}
+
+// A count per segment (reference.per_segment.counters) is a figure like the others: the model's
+// count over the run's segments against the measured one, relatively; a count validate compares
+// absolutely (under one per hundred segments) is left out.
+TEST(CalibrationCounts, ACountIsFittedRelativelyAboveTheAbsoluteFloor) {
+  Scenario sc = measured("direct-off-unlimited", modern(), 0.02);
+  const RunResult r = run_scenario(sc.spec);
+  const auto acks = predicted_counter(r, host_m(r), "tcp_acks_sent");
+  ASSERT_TRUE(acks.has_value());
+  ASSERT_GT(*acks, 0.01);
+  EXPECT_DOUBLE_EQ(*acks, static_cast<double>(cell(host_m(r), Sym::kTcpSendAck).calls) /
+                              static_cast<double>(r.segments));
+  sc.reference = model_reference(host_m(r), "the model itself", {});
+  sc.reference->profile_groups.reset();
+  PerSegmentReference ps;
+  ps.counters = {{"tcp_acks_sent", *acks * 1.25},
+                 {"ipis", 0.0099},          // under the floor: left out
+                 {"sk_buff_allocs", 1.0}};  // not a counter validate compares
+  sc.reference->per_segment = ps;
+  const std::vector<Residual> rs = evaluate({sc}, modern());
+  ASSERT_EQ(rs.size(), 2U);
+  EXPECT_EQ(rs[0].figure, "service_demand_us_per_kb");
+  EXPECT_EQ(rs[1].figure, "count:tcp_acks_sent");
+  EXPECT_NEAR(rs[1].error_pct(), -20.0, 1e-9);
 }
 
 // A halted vCPU's wake-up latency (cpu.idle_wake_us, idle_wake_blocked_us, halt_poll_max_us):
