@@ -1220,15 +1220,7 @@ ojson scenario_json(const MeasureContext& ctx, const ConfigResult& r, const std:
   if (!devices.empty()) {
     j["devices"] = devices;
   }
-  j["traffic"] = ojson::object();
-  if (r.config.rate_mbps) {
-    // At a fixed rate the receiver's state can flip on a race that a few writes in a hundred
-    // lose, and then stay flipped (one ACK a write or two: docs/measure.md, "The window the model
-    // runs"); the shared piece's 0.1 s holds a hundred writes at 1000 Mbit/s. So the model runs
-    // as long as the kernel's runs did. An unlimited stream is steady within the shared 0.1 s.
-    j["traffic"]["duration_s"] = ctx.duration_s;
-  }
-  j["traffic"]["flows"] = ojson::array({flow_json(ctx, r, cpus)});
+  j["traffic"] = {{"flows", ojson::array({flow_json(ctx, r, cpus)})}};
   j["reference"] = reference_json(ctx, r, plan, measurement_file);
   return j;
 }

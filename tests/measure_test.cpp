@@ -940,26 +940,6 @@ TEST(MeasureReport, ScenarioExtendsTheSharedPieceAndLoads) {
   }
 }
 
-// The model's window: an unlimited stream keeps the shared piece's 0.1 s; at a fixed rate the
-// scenario runs as long as the kernel's runs did, so a race a few writes in a hundred lose (the
-// receiver's one ACK a write or two, tcp_grow_window) plays out over as many writes.
-TEST(MeasureReport, AFixedRateScenarioRunsAsLongAsTheKernelsRuns) {
-  TempDir tmp;
-  const fs::path piece = kSource / "scenarios/shared/measure-direct.json";
-  for (const std::optional<double> rate : {std::optional<double>{}, std::optional<double>{1000}}) {
-    SCOPED_TRACE(rate ? "1000 Mbit/s" : "unlimited");
-    ConfigResult r = sample_result(Topology::kDirect);
-    r.config.rate_mbps = rate;
-    const auto doc = scenario_json(sample_context(), r, piece.string(), "measurements/x.json");
-    EXPECT_EQ(doc["traffic"].contains("duration_s"), rate.has_value());
-    const fs::path file = tmp.path() / "s.json";
-    std::ofstream(file) << doc.dump(2);
-    const Scenario s = load_scenario(file.string());
-    EXPECT_DOUBLE_EQ(s.spec.duration_s, rate ? sample_context().duration_s : 0.1);
-    EXPECT_EQ(s.spec.flows.size(), 1U);
-  }
-}
-
 // The stream's buffer: when every run read its server sk_rcvbuf (ss -tmi, four fifths in), the
 // flow's rcvbuf is their median and tcp_rmem_max the server namespace's tcp_rmem[2], the model
 // then holding the buffer autotuning left (not the cap) under the cap's own bounds
