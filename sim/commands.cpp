@@ -1122,9 +1122,11 @@ int run_calibrate(const std::vector<std::string>& args) {
     name_w += 2;
     figure_w += 2;
     const auto print_row = [name_w, figure_w](const Residual& r) {
+      // a count per segment to validate's four decimals (one ACK a write is 0.011)
+      const int decimals = r.figure.starts_with(kCountFigurePrefix) ? 4 : 3;
       std::cout << std::left << std::setw(name_w) << r.scenario << std::setw(figure_w) << r.figure
-                << std::right << std::setw(10) << fixed(r.measured, 3) << std::setw(11)
-                << fixed(r.predicted, 3) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
+                << std::right << std::setw(10) << fixed(r.measured, decimals) << std::setw(11)
+                << fixed(r.predicted, decimals) << std::setw(8) << fixed(r.error_pct(), 1) << "%\n";
     };
     std::cout << "\n"
               << std::left << std::setw(name_w) << "scenario" << std::setw(figure_w) << "figure"
