@@ -24,11 +24,12 @@ void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out)
       out.push_back({sc.name, f.key, f.value, *p});
     }
   }
-  // Counts per wire segment on the local host. A count validate compares absolutely (under one
-  // per hundred segments) has no relative error worth fitting and is left out.
-  if (ref.per_segment && local != nullptr) {
+  // Counts per wire segment on the host validate takes them from (the reference's, else the first
+  // flow's sender: a reference with counts alone names no host). A count validate compares
+  // absolutely (under one per hundred segments) has no relative error worth fitting.
+  if (const HostResult* h = local_host(sc, r); ref.per_segment && h != nullptr) {
     for (const auto& [key, measured] : ref.per_segment->counters) {
-      const auto p = predicted_counter(r, *local, key);
+      const auto p = predicted_counter(r, *h, key);
       if (p && measure::count_relative(key, measured)) {
         out.push_back({sc.name, std::string(kCountFigurePrefix) + key, measured, *p});
       }

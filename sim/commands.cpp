@@ -946,10 +946,11 @@ int run_calibrate(const std::vector<std::string>& args) {
   }
   if (vm.count("help") != 0) {
     std::cout << "Usage: " << usage
-              << "\n\nFits the named cost parameters of PRESET to the CPU figures of every\n"
-                 "scenario in DIR that has a reference, by bounded least squares, writes the\n"
-                 "fitted preset with its residuals and this command, and prints a leave-one-out\n"
-                 "table: each reference predicted by a fit that did not see it.\n\n"
+              << "\n\nFits the named cost parameters of PRESET to the CPU figures (and the counts\n"
+                 "--figure names) of every scenario in DIR that has a reference, by bounded\n"
+                 "least squares, writes the fitted preset with its residuals and this command,\n"
+                 "and prints a leave-one-out table: each reference predicted by a fit that did\n"
+                 "not see it.\n\n"
               << visible;
     return 0;
   }
@@ -1007,7 +1008,8 @@ int run_calibrate(const std::vector<std::string>& args) {
     }
     // --figure: the figures left out are dropped from every reference before the fit (a
     // CPU-bound measurement's utilisation says how many CPUs the pipeline kept busy, not what a
-    // byte costs; its service demand does). A kernel profile's groups are fitted only when named.
+    // byte costs; its service demand does). A kernel profile's groups and the counts per segment
+    // are fitted only when named.
     const std::vector<std::string> all_figures = {"cpu_util_pct", "service_demand_us_per_kb",
                                                   "remote_cpu_util_pct",
                                                   "remote_service_demand_us_per_kb"};
@@ -1024,10 +1026,14 @@ int run_calibrate(const std::vector<std::string>& args) {
         const std::string counter = fig.substr(kCountFigurePrefix.size());
         if (std::find(measure::kValidatedCounters.begin(), measure::kValidatedCounters.end(),
                       counter) == measure::kValidatedCounters.end()) {
+          std::string counters;
+          for (const std::string_view c : measure::kValidatedCounters) {
+            counters += (counters.empty() ? "" : ", ") + std::string(c);
+          }
           throw InputError("--figure", "",
                            "expected count:<counter> with a counter of reference.per_segment "
-                           "that validate compares (tcp_acks_sent, context_switches, ...), got \"" +
-                               fig + "\"");
+                           "that validate compares (" +
+                               counters + "), got \"" + fig + "\"");
         }
         count_figures.insert(counter);
       } else if (fig.rfind(kProfileFigurePrefix, 0) == 0) {
@@ -1081,12 +1087,14 @@ int run_calibrate(const std::vector<std::string>& args) {
           }
         }
       }
-      // Counts: only the named counters (the devices' counts are not fitted).
+      // Counts: only the named counters, and only where validate holds them relatively (the
+      // devices' counts are not fitted).
       if (sc.reference && sc.reference->per_segment) {
         PerSegmentReference& ps = *sc.reference->per_segment;
         ps.devices.clear();
-        std::erase_if(ps.counters,
-                      [&count_figures](const auto& c) { return !count_figures.contains(c.first); });
+        std::erase_if(ps.counters, [&count_figures](const auto& c) {
+          return !count_figures.contains(c.first) || !measure::count_relative(c.first, c.second);
+        });
         if (ps.counters.empty()) {
           sc.reference->per_segment.reset();
         }
@@ -1105,6 +1113,12 @@ int run_calibrate(const std::vector<std::string>& args) {
       throw InputError(inputs.front(), "", "expected scenarios with CPU references, got none");
     }
     const FitResult f = fit(scenarios, start, free, priors, starts);
+    if (f.residuals.empty()) {
+      // (a profile group or a count under the floor in every reference, or a host the run lacks)
+      throw InputError("--figure", "",
+                       "expected a figure the model predicts in the references, "
+                       "got none to fit");
+    }
     std::cout << "Fitted " << f.free.size() << " parameter(s) to " << f.residuals.size()
               << " figures of " << scenarios.size() << " scenarios in " << f.iterations
               << " iterations; rms error " << fixed(f.rms_pct, 2) << "%\n";

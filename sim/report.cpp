@@ -1,6 +1,7 @@
 #include "sim/report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iomanip>
 #include <ostream>

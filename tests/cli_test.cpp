@@ -833,8 +833,25 @@ TEST(CalibrateCommand, ACountFigureIsFittedOnlyWhenNamed) {
   with_count.emplace_back("count:tcp_acks_sent");
   std::vector<std::string> nonsense = base;
   nonsense.emplace_back("count:sk_buff_allocs");  // in the reference, but not validated
+  // Only figures under the floor validate compares absolutely: nothing to fit. The reference's
+  // kfree_skb calls (0.00074 a segment) leave no scenario; its sched_wakeup group (0.00249 us/KB)
+  // leaves the scenario but no residual. Either is an error, not a fit of nothing.
+  const std::vector<std::string> floor_only = {
+      "calibrate",
+      "--scenarios",
+      "scenarios/measured/vm-2core/direct-off-unlimited.json",
+      "--preset",
+      "scenarios/models/modern-2core.json",
+      "--no-loo",
+      "--start",
+      "1",
+      "--figure"};
+  std::vector<std::string> count_under = floor_only;
+  count_under.emplace_back("count:kfree_skb_calls");
+  std::vector<std::string> group_under = floor_only;
+  group_under.emplace_back("profile:sched_wakeup");
   const std::vector<Invocation> runs =
-      run_batch(SKBSIM_BINARY, kSource, {base, with_count, nonsense});
+      run_batch(SKBSIM_BINARY, kSource, {base, with_count, nonsense, count_under, group_under});
   ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
   ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
   EXPECT_NE(runs[0].out.find("to 1 figures of 1 scenarios"), std::string::npos) << runs[0].out;
@@ -846,6 +863,14 @@ TEST(CalibrateCommand, ACountFigureIsFittedOnlyWhenNamed) {
   EXPECT_NE(line.find(" 0.0479 "), std::string::npos) << line;
   EXPECT_EQ(runs[2].exit_code, 2);
   EXPECT_EQ(runs[2].err.rfind("--figure: expected count:<counter>", 0), 0U) << runs[2].err;
+  EXPECT_NE(runs[2].err.find("(pskb_expand_head_calls, skb_segment_outputs, "), std::string::npos)
+      << runs[2].err;
+  EXPECT_EQ(runs[3].exit_code, 2) << runs[3].out;
+  EXPECT_NE(runs[3].err.find("expected scenarios with CPU references, got none"), std::string::npos)
+      << runs[3].err;
+  EXPECT_EQ(runs[4].exit_code, 2) << runs[4].out;
+  EXPECT_EQ(runs[4].err.rfind("--figure: expected a figure the model predicts", 0), 0U)
+      << runs[4].err;
 }
 
 // calibrate --profile-unlimited-only: a rate-limited reference's profile groups are left out of

@@ -1,5 +1,6 @@
 // Cost presets by kernel-profile group (sim/cost_preset.cpp, sim/kernel_groups.cpp) and the fit of
-// a group's scale to a kernel profile's share (sim/calibrate.cpp, figures "profile:<group>").
+// a group's scale to a kernel profile's share (sim/calibrate.cpp, figures "profile:<group>"), and
+// counts per segment as figures ("count:<counter>").
 
 #include "sim/cost_preset.hpp"
 
@@ -255,6 +256,14 @@ TEST(CalibrationCounts, ACountIsFittedRelativelyAboveTheAbsoluteFloor) {
   EXPECT_EQ(rs[0].figure, "service_demand_us_per_kb");
   EXPECT_EQ(rs[1].figure, "count:tcp_acks_sent");
   EXPECT_NEAR(rs[1].error_pct(), -20.0, 1e-9);
+  // A reference with counts alone names no host (the scenario parser refuses one): the counts
+  // are the first flow's sender's, as validate takes them.
+  sc.reference->host.clear();
+  sc.reference->service_demand_us_per_kb.reset();
+  const std::vector<Residual> alone = evaluate({sc}, modern());
+  ASSERT_EQ(alone.size(), 1U);
+  EXPECT_EQ(alone[0].figure, "count:tcp_acks_sent");
+  EXPECT_NEAR(alone[0].error_pct(), -20.0, 1e-9);
 }
 
 // A halted vCPU's wake-up latency (cpu.idle_wake_us, idle_wake_blocked_us, halt_poll_max_us):
