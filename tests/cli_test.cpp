@@ -819,37 +819,32 @@ TEST(CalibrateCommand, AProfileFigureNamesAGroupTheModelHas) {
 // calibrate fits a count per segment only when named (count:tcp_acks_sent), and only one of the
 // counters validate compares.
 TEST(CalibrateCommand, ACountFigureIsFittedOnlyWhenNamed) {
-  const std::vector<std::string> base = {"calibrate",
-                                         "--scenarios",
-                                         "scenarios/measured/vm-2core/direct-off-unlimited.json",
-                                         "--preset",
-                                         "scenarios/models/modern-2core.json",
-                                         "--no-loo",
-                                         "--start",
-                                         "1",
-                                         "--figure",
-                                         "service_demand_us_per_kb"};
-  std::vector<std::string> with_count = base;
-  with_count.emplace_back("count:tcp_acks_sent");
-  std::vector<std::string> nonsense = base;
-  nonsense.emplace_back("count:sk_buff_allocs");  // in the reference, but not validated
+  // one scenario, one descent, no leave-one-out table; the figures to follow
+  const std::vector<std::string> fit_of = {"calibrate",
+                                           "--scenarios",
+                                           "scenarios/measured/vm-2core/direct-off-unlimited.json",
+                                           "--preset",
+                                           "scenarios/models/modern-2core.json",
+                                           "--no-loo",
+                                           "--start",
+                                           "1",
+                                           "--figure"};
+  const auto with = [&fit_of](std::initializer_list<std::string> figures) {
+    std::vector<std::string> argv = fit_of;
+    argv.insert(argv.end(), figures);
+    return argv;
+  };
+  const std::vector<std::string> base = with({"service_demand_us_per_kb"});
+  const std::vector<std::string> with_count =
+      with({"service_demand_us_per_kb", "count:tcp_acks_sent"});
+  // in the reference, but not a counter validate compares
+  const std::vector<std::string> nonsense =
+      with({"service_demand_us_per_kb", "count:sk_buff_allocs"});
   // Only figures under the floor validate compares absolutely: nothing to fit. The reference's
   // kfree_skb calls (0.00074 a segment) leave no scenario; its sched_wakeup group (0.00249 us/KB)
   // leaves the scenario but no residual. Either is an error, not a fit of nothing.
-  const std::vector<std::string> floor_only = {
-      "calibrate",
-      "--scenarios",
-      "scenarios/measured/vm-2core/direct-off-unlimited.json",
-      "--preset",
-      "scenarios/models/modern-2core.json",
-      "--no-loo",
-      "--start",
-      "1",
-      "--figure"};
-  std::vector<std::string> count_under = floor_only;
-  count_under.emplace_back("count:kfree_skb_calls");
-  std::vector<std::string> group_under = floor_only;
-  group_under.emplace_back("profile:sched_wakeup");
+  const std::vector<std::string> count_under = with({"count:kfree_skb_calls"});
+  const std::vector<std::string> group_under = with({"profile:sched_wakeup"});
   const std::vector<Invocation> runs =
       run_batch(SKBSIM_BINARY, kSource, {base, with_count, nonsense, count_under, group_under});
   ASSERT_EQ(runs[0].exit_code, 0) << runs[0].err;
