@@ -905,6 +905,115 @@ int run_validate(const std::vector<std::string>& args) {
   return all_ok ? 0 : 1;
 }
 
+namespace {
+
+// calibrate --figure: the figures left out are dropped from every reference before the fit (a
+// CPU-bound measurement's utilisation says how many CPUs the pipeline kept busy, not what a byte
+// costs; its service demand does). Each CPU's busy share, a kernel profile's groups and the counts
+// per segment are fitted only when named.
+constexpr std::array<std::string_view, 4> kCpuFigures = {"cpu_util_pct", "service_demand_us_per_kb",
+                                                         "remote_cpu_util_pct",
+                                                         "remote_service_demand_us_per_kb"};
+constexpr std::string_view kBusyFigures = "cpu_busy_pct_by_cpu";
+
+struct FigureChoice {
+  std::set<std::string, std::less<>> named;     // of kCpuFigures, and kBusyFigures
+  std::set<std::string, std::less<>> groups;    // profile:<group>
+  std::set<std::string, std::less<>> counters;  // count:<counter>
+  bool profile_unlimited_only = false;          // --profile-unlimited-only
+};
+
+// --figure's names, checked: an InputError naming --figure for one calibrate cannot fit.
+FigureChoice figure_choice(const std::vector<std::string>& figures, bool profile_unlimited_only) {
+  FigureChoice c;
+  c.profile_unlimited_only = profile_unlimited_only;
+  for (const std::string& fig : figures) {
+    if (fig.rfind(kCountFigurePrefix, 0) == 0) {
+      const std::string counter = fig.substr(kCountFigurePrefix.size());
+      if (std::find(measure::kValidatedCounters.begin(), measure::kValidatedCounters.end(),
+                    counter) == measure::kValidatedCounters.end()) {
+        std::string counters;
+        for (const std::string_view k : measure::kValidatedCounters) {
+          counters += (counters.empty() ? "" : ", ") + std::string(k);
+        }
+        throw InputError("--figure", "",
+                         "expected count:<counter> with a counter of reference.per_segment "
+                         "that validate compares (" +
+                             counters + "), got \"" + fig + "\"");
+      }
+      c.counters.insert(counter);
+    } else if (fig.rfind(kProfileFigurePrefix, 0) == 0) {
+      const std::string group = fig.substr(kProfileFigurePrefix.size());
+      if (!is_busy_group(group) || !model_has_group(group)) {
+        throw InputError("--figure", "",
+                         "expected profile:<group> with a kernel-profile group the model has "
+                         "symbols in (docs/measure.md, \"The kernel profile\"), got \"" +
+                             fig + "\"");
+      }
+      c.groups.insert(group);
+    } else if (std::find(kCpuFigures.begin(), kCpuFigures.end(), fig) != kCpuFigures.end() ||
+               fig == kBusyFigures) {
+      c.named.insert(fig);
+    } else {
+      throw InputError("--figure", "",
+                       "expected one of cpu_util_pct, service_demand_us_per_kb, "
+                       "remote_cpu_util_pct, remote_service_demand_us_per_kb, "
+                       "cpu_busy_pct_by_cpu, profile:<group>, count:<counter>, got \"" +
+                           fig + "\"");
+    }
+  }
+  return c;
+}
+
+// Drops from `sc`'s reference every figure `c` leaves out; whether anything is left to fit.
+bool keep_fitted_figures(Scenario& sc, const FigureChoice& c) {
+  if (!sc.reference) {
+    return false;
+  }
+  Reference& r = *sc.reference;
+  const auto keep = [&c](std::optional<double>& v, std::string_view name) {
+    if (!c.named.contains(name)) {
+      v.reset();
+    }
+  };
+  keep(r.cpu_util_pct, "cpu_util_pct");
+  keep(r.service_demand_us_per_kb, "service_demand_us_per_kb");
+  keep(r.remote_cpu_util_pct, "remote_cpu_util_pct");
+  keep(r.remote_service_demand_us_per_kb, "remote_service_demand_us_per_kb");
+  if (!c.named.contains(kBusyFigures)) {
+    r.cpu_busy_pct_by_cpu.clear();
+  }
+  if (c.profile_unlimited_only &&
+      std::any_of(sc.spec.flows.begin(), sc.spec.flows.end(),
+                  [](const FlowSpec& fl) { return fl.rate_bps != 0; })) {
+    r.profile_groups.reset();
+  }
+  if (r.profile_groups) {
+    std::erase_if(r.profile_groups->us_per_kb,
+                  [&c](const auto& g) { return !c.groups.contains(g.first); });
+    if (r.profile_groups->us_per_kb.empty()) {
+      r.profile_groups.reset();
+    }
+  }
+  // Counts: only the named counters, and only where validate holds them relatively (the
+  // devices' counts are not fitted).
+  if (r.per_segment) {
+    PerSegmentReference& ps = *r.per_segment;
+    ps.devices.clear();
+    std::erase_if(ps.counters, [&c](const auto& k) {
+      return !c.counters.contains(k.first) || !measure::count_relative(k.first, k.second);
+    });
+    if (ps.counters.empty()) {
+      r.per_segment.reset();
+    }
+  }
+  const auto figs = r.figures();
+  return r.profile_groups || r.per_segment ||
+         std::any_of(figs.begin(), figs.end(), is_fitted_figure);
+}
+
+}  // namespace
+
 int run_calibrate(const std::vector<std::string>& args) {
   const std::string usage =
       "skbsim calibrate --scenarios DIR|FILE... --preset PRESET.json [--free PARAM...] "
@@ -1006,106 +1115,15 @@ int run_calibrate(const std::vector<std::string>& args) {
         starts.push_back(factor);
       }
     }
-    // --figure: the figures left out are dropped from every reference before the fit (a
-    // CPU-bound measurement's utilisation says how many CPUs the pipeline kept busy, not what a
-    // byte costs; its service demand does). A kernel profile's groups and the counts per segment
-    // are fitted only when named.
-    const std::vector<std::string> all_figures = {"cpu_util_pct", "service_demand_us_per_kb",
-                                                  "remote_cpu_util_pct",
-                                                  "remote_service_demand_us_per_kb"};
-    // Each CPU's busy share is fitted only when named too.
-    constexpr std::string_view kBusyFigures = "cpu_busy_pct_by_cpu";
-    const std::vector<std::string> figures = vm.count("figure") != 0
-                                                 ? vm["figure"].as<std::vector<std::string>>()
-                                                 : all_figures;
-    const std::set<std::string, std::less<>> named(figures.begin(), figures.end());
-    std::set<std::string> profile_figures;
-    std::set<std::string, std::less<>> count_figures;
-    for (const std::string& fig : figures) {
-      if (fig.rfind(kCountFigurePrefix, 0) == 0) {
-        const std::string counter = fig.substr(kCountFigurePrefix.size());
-        if (std::find(measure::kValidatedCounters.begin(), measure::kValidatedCounters.end(),
-                      counter) == measure::kValidatedCounters.end()) {
-          std::string counters;
-          for (const std::string_view c : measure::kValidatedCounters) {
-            counters += (counters.empty() ? "" : ", ") + std::string(c);
-          }
-          throw InputError("--figure", "",
-                           "expected count:<counter> with a counter of reference.per_segment "
-                           "that validate compares (" +
-                               counters + "), got \"" + fig + "\"");
-        }
-        count_figures.insert(counter);
-      } else if (fig.rfind(kProfileFigurePrefix, 0) == 0) {
-        const std::string group = fig.substr(kProfileFigurePrefix.size());
-        if (!is_busy_group(group) || !model_has_group(group)) {
-          throw InputError("--figure", "",
-                           "expected profile:<group> with a kernel-profile group the model has "
-                           "symbols in (docs/measure.md, \"The kernel profile\"), got \"" +
-                               fig + "\"");
-        }
-        profile_figures.insert(group);
-      } else if (std::find(all_figures.begin(), all_figures.end(), fig) == all_figures.end() &&
-                 fig != kBusyFigures) {
-        throw InputError("--figure", "",
-                         "expected one of cpu_util_pct, service_demand_us_per_kb, "
-                         "remote_cpu_util_pct, remote_service_demand_us_per_kb, "
-                         "cpu_busy_pct_by_cpu, profile:<group>, count:<counter>, got \"" +
-                             fig + "\"");
-      }
-    }
-    auto keep = [&named](std::optional<double>& v, const char* name) {
-      if (!named.contains(name)) {
-        v.reset();
-      }
-    };
-    const bool profile_unlimited_only = vm.count("profile-unlimited-only") != 0;
+    const std::vector<std::string> figures =
+        vm.count("figure") != 0 ? vm["figure"].as<std::vector<std::string>>()
+                                : std::vector<std::string>(kCpuFigures.begin(), kCpuFigures.end());
+    const FigureChoice choice = figure_choice(figures, vm.count("profile-unlimited-only") != 0);
     const auto inputs = vm["scenarios"].as<std::vector<std::string>>();
     std::vector<Scenario> scenarios;
     for (const std::string& f : scenario_files(inputs)) {
       Scenario sc = load_scenario(f);
-      if (sc.reference) {
-        Reference& r = *sc.reference;
-        keep(r.cpu_util_pct, "cpu_util_pct");
-        keep(r.service_demand_us_per_kb, "service_demand_us_per_kb");
-        keep(r.remote_cpu_util_pct, "remote_cpu_util_pct");
-        keep(r.remote_service_demand_us_per_kb, "remote_service_demand_us_per_kb");
-        if (!named.contains(kBusyFigures)) {
-          r.cpu_busy_pct_by_cpu.clear();
-        }
-        if (profile_unlimited_only &&
-            std::any_of(sc.spec.flows.begin(), sc.spec.flows.end(),
-                        [](const FlowSpec& fl) { return fl.rate_bps != 0; })) {
-          r.profile_groups.reset();
-        }
-        if (r.profile_groups) {
-          std::erase_if(r.profile_groups->us_per_kb, [&profile_figures](const auto& g) {
-            return !profile_figures.contains(g.first);
-          });
-          if (r.profile_groups->us_per_kb.empty()) {
-            r.profile_groups.reset();
-          }
-        }
-      }
-      // Counts: only the named counters, and only where validate holds them relatively (the
-      // devices' counts are not fitted).
-      if (sc.reference && sc.reference->per_segment) {
-        PerSegmentReference& ps = *sc.reference->per_segment;
-        ps.devices.clear();
-        std::erase_if(ps.counters, [&count_figures](const auto& c) {
-          return !count_figures.contains(c.first) || !measure::count_relative(c.first, c.second);
-        });
-        if (ps.counters.empty()) {
-          sc.reference->per_segment.reset();
-        }
-      }
-      // What is left to fit: a figure the fit uses, a profile group or a count.
-      const auto fitted = [](const Reference& r) {
-        const auto figs = r.figures();
-        return r.profile_groups || r.per_segment ||
-               std::any_of(figs.begin(), figs.end(), is_fitted_figure);
-      };
-      if (sc.reference && fitted(*sc.reference)) {
+      if (keep_fitted_figures(sc, choice)) {
         scenarios.push_back(std::move(sc));
       }
     }
