@@ -3,6 +3,7 @@
 #include "sim/commands.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include <boost/program_options.hpp>
@@ -917,7 +919,7 @@ constexpr std::array<std::string_view, 4> kCpuFigures = {"cpu_util_pct", "servic
 constexpr std::string_view kBusyFigures = "cpu_busy_pct_by_cpu";
 
 struct FigureChoice {
-  std::set<std::string, std::less<>> named;     // of kCpuFigures, and kBusyFigures
+  std::set<std::string, std::less<>> named;     // the CPU figures and cpu_busy_pct_by_cpu named
   std::set<std::string, std::less<>> groups;    // profile:<group>
   std::set<std::string, std::less<>> counters;  // count:<counter>
   bool profile_unlimited_only = false;          // --profile-unlimited-only
@@ -965,7 +967,8 @@ FigureChoice figure_choice(const std::vector<std::string>& figures, bool profile
   return c;
 }
 
-// Drops from `sc`'s reference every figure `c` leaves out; whether anything is left to fit.
+// Trims `sc`'s reference to the figures `c` fits (it changes `sc`), and says whether anything is
+// left to fit.
 bool keep_fitted_figures(Scenario& sc, const FigureChoice& c) {
   if (!sc.reference) {
     return false;
