@@ -14,8 +14,9 @@ namespace {
 
 void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out) {
   const Reference& ref = *sc.reference;
-  const HostResult* local = find_host(r, ref.host);
-  const HostResult* remote = find_host(r, ref.remote_host);
+  // The hosts validate takes the figures from: the reference's, else the first flow's ends.
+  const HostResult* local = local_host(sc, r);
+  const HostResult* remote = remote_host(sc, r);
   for (const ReferenceFigure& f : ref.figures()) {
     if (!is_fitted_figure(f)) {
       continue;
@@ -24,12 +25,12 @@ void collect(const Scenario& sc, const RunResult& r, std::vector<Residual>& out)
       out.push_back({sc.name, f.key, f.value, *p});
     }
   }
-  // Counts per wire segment on the host validate takes them from (the reference's, else the first
-  // flow's sender: a reference with counts alone names no host). A count validate compares
-  // absolutely (under one per hundred segments) has no relative error worth fitting.
-  if (const HostResult* h = local_host(sc, r); ref.per_segment && h != nullptr) {
+  // Counts per wire segment (a reference with counts alone names no host: the first flow's
+  // sender's). A count validate compares absolutely (under one per hundred segments) has no
+  // relative error worth fitting.
+  if (ref.per_segment && local != nullptr) {
     for (const auto& [key, measured] : ref.per_segment->counters) {
-      const auto p = predicted_counter(r, *h, key);
+      const auto p = predicted_counter(r, *local, key);
       if (p && measure::count_relative(key, measured)) {
         out.push_back({sc.name, std::string(kCountFigurePrefix) + key, measured, *p});
       }
